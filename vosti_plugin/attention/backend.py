@@ -1,0 +1,224 @@
+"""vLLM attention backend classes for vosti (vLLM 0.26 and 0.32; differences in vosti_plugin.compat).
+
+One kernel path serves prefill, chunked prefill and decode; the launch config comes from the model
+geometry alone (see vosti_plugin.attention.config.select_config), never from the batch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from vosti_plugin import compat
+from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
+
+ensure_interpreter_without_gpu()
+
+from vosti_plugin.attention.config import select_config  # noqa: E402
+from vosti_plugin.attention.kv_write import write_kv  # noqa: E402
+from vosti_plugin.attention.paged_attention import paged_attention  # noqa: E402
+
+(
+    _AttentionBackend,
+    _AttentionImpl,
+    _AttentionMetadataBuilder,
+    _AttentionCGSupport,
+    _AttentionType,
+) = compat.attention_metadata_base()
+
+BACKEND_NAME = "VOSTI"
+PAGE_SIZE_MULTIPLE = 16
+
+# Incremented on every forward of the vosti impl; tests read it to prove our code ran, not stock's.
+FORWARD_CALLS = {"attention": 0, "kv_write": 0}
+
+
+@dataclass
+class VostiAttentionMetadata:
+    num_actual_tokens: int
+    max_query_len: int
+    max_seq_len: int
+    query_start_loc: torch.Tensor
+    seq_lens: torch.Tensor
+    block_table: torch.Tensor
+    slot_mapping: torch.Tensor
+    # A static upper bound on any sequence length (max_model_len), so the launch grid does not
+    # depend on the batch and the kernel needs no host sync (CUDA graphs).
+    max_model_len: int
+
+
+class VostiAttentionMetadataBuilder(_AttentionMetadataBuilder[VostiAttentionMetadata]):
+    _cudagraph_support: ClassVar = _AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
+
+    def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        self.max_model_len = vllm_config.model_config.max_model_len
+
+    def build_for_cudagraph_capture(self, common_attn_metadata):
+        metadata = self.build(0, common_attn_metadata)
+        metadata.seq_lens.fill_(1)
+        return metadata
+
+    def build(self, common_prefix_len, common_attn_metadata, fast_build: bool = False):
+        m = common_attn_metadata
+        return VostiAttentionMetadata(
+            num_actual_tokens=m.num_actual_tokens,
+            max_query_len=m.max_query_len,
+            max_seq_len=m.max_seq_len,
+            query_start_loc=m.query_start_loc,
+            seq_lens=m.seq_lens,
+            block_table=m.block_table_tensor,
+            slot_mapping=m.slot_mapping,
+            max_model_len=self.max_model_len,
+        )
+
+
+class VostiAttentionBackend(_AttentionBackend):
+    accept_output_buffer: bool = True
+    forward_includes_kv_cache_update: bool = False
+    supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float16, torch.bfloat16, torch.float32]
+    supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto"]
+
+    @staticmethod
+    def get_name() -> str:
+        return BACKEND_NAME
+
+    @staticmethod
+    def get_impl_cls():
+        return VostiAttentionImpl
+
+    @staticmethod
+    def get_builder_cls():
+        return VostiAttentionMetadataBuilder
+
+    @staticmethod
+    def get_supported_kernel_block_sizes(kv_cache_spec=None):
+        return [compat.multiple_of(PAGE_SIZE_MULTIPLE)]
+
+    @classmethod
+    def supports_block_size(cls, block_size: int | None) -> bool:
+        return block_size is None or block_size % PAGE_SIZE_MULTIPLE == 0
+
+    @classmethod
+    def get_supported_head_sizes(cls) -> list[int]:
+        from vosti_plugin.attention.config import SUPPORTED_HEAD_DIMS
+
+        return sorted(SUPPORTED_HEAD_DIMS)
+
+    @classmethod
+    def supports_sliding_window(cls) -> bool:
+        return True
+
+    @classmethod
+    def supports_batch_invariance(cls) -> bool:
+        return True
+
+    @classmethod
+    def supports_attn_type(cls, attn_type: str) -> bool:
+        return attn_type == _AttentionType.DECODER
+
+    @classmethod
+    def supports_compute_capability(cls, capability) -> bool:
+        return True
+
+    @staticmethod
+    def get_kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, cache_dtype_str="auto"):
+        # Only vLLM 0.26 asks; 0.32 uses this same standard logical layout for every backend.
+        if block_size % PAGE_SIZE_MULTIPLE != 0:
+            raise ValueError(f"vosti needs a page size that is a multiple of {PAGE_SIZE_MULTIPLE}, got {block_size}")
+        return (num_blocks, num_kv_heads, block_size, 2 * head_size)
+
+
+class VostiAttentionImpl(_AttentionImpl):
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        scale: float,
+        num_kv_heads: int,
+        alibi_slopes=None,
+        sliding_window: int | None = None,
+        kv_cache_dtype: str = "auto",
+        logits_soft_cap: float | None = None,
+        attn_type: str = "decoder",
+        kv_sharing_target_layer_name: str | None = None,
+        sinks: torch.Tensor | None = None,
+        **unsupported,
+    ) -> None:
+        refused = []
+        if alibi_slopes is not None:
+            refused.append("ALiBi slopes")
+        if sinks is not None:
+            refused.append("attention sinks")
+        if kv_cache_dtype != "auto":
+            refused.append(f"quantized KV cache ({kv_cache_dtype})")
+        if attn_type != _AttentionType.DECODER:
+            refused.append(f"attention type {attn_type}")
+        if unsupported.get("chunk_lookback", -1) not in (-1, None):
+            refused.append("chunk lookback")
+        if unsupported.get("use_alibi_sqrt"):
+            refused.append("ALiBi sqrt")
+        if refused:
+            raise ValueError("vosti attention does not support: " + ", ".join(refused))
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads
+        self.sliding_window = sliding_window
+        self.logits_soft_cap = logits_soft_cap or None
+        self.kv_cache_dtype = kv_cache_dtype
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        self.attn_type = attn_type
+        self._config = None
+
+    def _launch_config(self, kv_cache: torch.Tensor, dtype: torch.dtype):
+        if self._config is None:
+            page_size = kv_cache.shape[2]
+            self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
+        return self._config
+
+    def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping) -> None:
+        if self.kv_sharing_target_layer_name is not None:
+            return
+        k_cache, v_cache = compat.split_kv_cache(kv_cache, self.head_size)
+        n = slot_mapping.shape[0]
+        write_kv(key[:n], value[:n], k_cache, v_cache, slot_mapping)
+        FORWARD_CALLS["kv_write"] += 1
+
+    def forward(
+        self,
+        layer,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: VostiAttentionMetadata | None,
+        output: torch.Tensor,
+        output_scale: torch.Tensor | None = None,
+        output_block_scale: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError("vosti attention does not fuse output quantization")
+        if attn_metadata is None:  # profiling run
+            return output.fill_(0)
+        n = attn_metadata.num_actual_tokens
+        k_cache, v_cache = compat.split_kv_cache(kv_cache, self.head_size)
+        q = query[:n].view(n, self.num_heads, self.head_size)
+        out = output[:n].view(n, self.num_heads, self.head_size)
+        paged_attention(
+            q,
+            k_cache,
+            v_cache,
+            attn_metadata.block_table,
+            attn_metadata.seq_lens,
+            attn_metadata.query_start_loc,
+            out,
+            scale=self.scale,
+            config=self._launch_config(kv_cache, query.dtype),
+            sliding_window=self.sliding_window,
+            soft_cap=self.logits_soft_cap,
+            max_seqlen_k=attn_metadata.max_model_len,
+        )
+        FORWARD_CALLS["attention"] += 1
+        return output

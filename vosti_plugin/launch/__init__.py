@@ -1,0 +1,1 @@
+"""Launch contract check: run at engine init; an unverified launch aborts startup."""

@@ -1,0 +1,86 @@
+"""The determinism certificate written when a launch is accepted."""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import platform
+
+from vosti_plugin.launch.facts import LaunchFacts
+
+TRUSTED_BASE = (
+    "the Triton compiler and its code generation for the listed versions",
+    "the device's floating-point arithmetic (equal inputs give equal outputs)",
+    "the translation of kernel source into the verifier's IR",
+    "the vLLM engine/kernel interface (metadata passed to the kernels is what the engine scheduled)",
+    "ops outside the vosti kernels are per-element (activations, rotary embedding, embedding lookup)",
+)
+NOT_PROMISED = (
+    "agreement across dtypes, kernel configs, compiler versions or hardware",
+    "correctness of the model itself (vosti checks it against a reference forward only in tests)",
+)
+
+
+def _versions() -> dict:
+    import torch
+    import triton
+
+    out = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
+    try:
+        import vllm
+
+        out["vllm"] = vllm.__version__
+    except Exception:
+        out["vllm"] = None
+    from vosti_plugin import __version__
+
+    out["vosti_plugin"] = __version__
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(0)
+        out["cuda"] = torch.version.cuda
+        try:
+            import subprocess
+
+            out["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=10).stdout.strip() or None
+        except Exception:
+            out["driver"] = None
+    else:
+        out["gpu"] = None
+        out["cpu"] = platform.processor() or platform.machine()
+    return out
+
+
+def weights_fingerprint(model_path: str) -> str | None:
+    """sha256 over the names and sizes of the weight files plus the first MiB of each (cheap, stable)."""
+    from pathlib import Path
+
+    root = Path(model_path)
+    if not root.is_dir():
+        return None
+    h = hashlib.sha256()
+    files = sorted(p for p in root.iterdir() if p.suffix in (".safetensors", ".bin", ".pt", ".json"))
+    for p in files:
+        h.update(p.name.encode())
+        h.update(str(p.stat().st_size).encode())
+        with open(p, "rb") as fh:
+            h.update(fh.read(1 << 20))
+    return h.hexdigest() if files else None
+
+
+def build_certificate(facts: LaunchFacts, vllm_config, seconds: float) -> dict:
+    from vosti_plugin.launch.verified import kernel_configs_for
+
+    load_format = str(getattr(vllm_config.load_config, "load_format", "")) if vllm_config is not None else ""
+    return {
+        "kind": "vosti-determinism-certificate",
+        "issued": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "model": facts.to_dict(),
+        "weights_fingerprint": None if "dummy" in load_format else weights_fingerprint(facts.model),
+        "load_format": load_format,
+        "kernel_configs": kernel_configs_for(facts),
+        "versions": _versions(),
+        "trusted_base": list(TRUSTED_BASE),
+        "not_promised": list(NOT_PROMISED),
+        "check_seconds": round(seconds, 4),
+    }

@@ -1,0 +1,68 @@
+"""Run every launch obligation (built-in and third-party) and refuse or certify the launch."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import pluggy
+
+from vosti_plugin.launch import hookspecs
+from vosti_plugin.launch.builtin import BuiltinRules
+from vosti_plugin.launch.facts import LaunchFacts, facts_from_vllm_config
+from vosti_plugin.launch.obligations import Failure, LaunchRefused, evaluate_all
+
+logger = logging.getLogger("vosti")
+CERTIFICATE_ENV = "VOSTI_CERTIFICATE"
+_accepted: dict[LaunchFacts, dict] = {}
+
+
+def plugin_manager(extra_plugins=()) -> pluggy.PluginManager:
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.register(BuiltinRules(), name="vosti-builtin")
+    pm.load_setuptools_entrypoints(hookspecs.ENTRY_POINT_GROUP)
+    for plugin in extra_plugins:
+        pm.register(plugin)
+    return pm
+
+
+def run_check(facts: LaunchFacts, pm: pluggy.PluginManager | None = None) -> list[Failure]:
+    pm = pm or plugin_manager()
+    obligations = [ob for group in pm.hook.vosti_launch_obligations(facts=facts) if group for ob in group]
+    failures = evaluate_all(obligations, facts)
+    for vetoes in pm.hook.vosti_check_launch(facts=facts, failures=tuple(failures)):
+        failures.extend(vetoes or ())
+    return failures
+
+
+def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathLike | None = None) -> dict:
+    """Refuse (raise LaunchRefused) or write and return the determinism certificate."""
+    facts = facts_from_vllm_config(vllm_config)
+    if pm is None and facts in _accepted:
+        return _accepted[facts]
+    t0 = time.perf_counter()
+    pm = pm or plugin_manager()
+    failures = run_check(facts, pm)
+    if failures:
+        raise LaunchRefused(failures)
+    from vosti_plugin.launch.certificate import build_certificate
+
+    cert = build_certificate(facts, vllm_config, seconds=time.perf_counter() - t0)
+    for extra in pm.hook.vosti_certificate(facts=facts, certificate=cert):
+        cert.update(extra or {})
+    path = certificate_path or os.environ.get(CERTIFICATE_ENV) or _additional_config_path(vllm_config)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(cert, indent=2, sort_keys=True))
+    logger.info("vosti determinism certificate: %s", json.dumps(cert, sort_keys=True))
+    _accepted[facts] = cert
+    return cert
+
+
+def _additional_config_path(vllm_config):
+    extra = getattr(vllm_config, "additional_config", None) or {}
+    vosti = extra.get("vosti") if isinstance(extra, dict) else None
+    return (vosti or {}).get("certificate") if isinstance(vosti, dict) else None

@@ -1,0 +1,1 @@
+"""Models vosti ships or describes: the bundled tiny Llama and config.json geometries for the GPU."""

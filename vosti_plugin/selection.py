@@ -1,0 +1,97 @@
+"""How a user selects vosti, and what selecting it switches on.
+
+`--attention-backend vosti` (any case), `attention_config={"backend": "vosti"}` or
+`LLM(attention_backend="vosti")` all resolve to vLLM's existing `AttentionBackendEnum.CUSTOM` member,
+overridden to point at our backend. A brand-new enum name would break when a spawned process unpickles
+the config before plugins load; CUSTOM exists in every process.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from vosti_plugin import compat
+
+logger = logging.getLogger("vosti")
+
+NAME = "vosti"
+BACKEND_PATH = "vosti_plugin.attention.backend.VostiAttentionBackend"
+SCHEDULER_PATH = "vosti_plugin.scheduler.VostiScheduler"
+# Set in the process that builds the engine config; spawned engine-core and worker processes inherit
+# it, so their plugin load knows vosti was chosen before any config reaches them.
+ACTIVE_ENV = "VOSTI_ACTIVE"
+
+
+def is_vosti_name(value) -> bool:
+    return isinstance(value, str) and value.strip().lower() == NAME
+
+
+def is_vosti_backend(value) -> bool:
+    """True for the string 'vosti' or for CUSTOM while CUSTOM points at our backend."""
+    if is_vosti_name(value):
+        return True
+    enum = compat.attention_backend_enum()
+    return value is enum.CUSTOM and compat.custom_backend_path() == BACKEND_PATH
+
+
+def _attention_config_backend(attention_config):
+    if attention_config is None:
+        return None
+    if isinstance(attention_config, dict):
+        return attention_config.get("backend")
+    return getattr(attention_config, "backend", None)
+
+
+def requested_in_engine_args(engine_args) -> bool:
+    return is_vosti_backend(getattr(engine_args, "attention_backend", None)) or is_vosti_backend(
+        _attention_config_backend(getattr(engine_args, "attention_config", None))
+    )
+
+
+def selected_in_config(vllm_config) -> bool:
+    return is_vosti_backend(_attention_config_backend(getattr(vllm_config, "attention_config", None)))
+
+
+def prepare_engine_args(engine_args) -> None:
+    """Settings vosti needs, applied before vLLM builds its config."""
+    if getattr(engine_args, "scheduler_cls", None) in (None, ""):
+        engine_args.scheduler_cls = SCHEDULER_PATH
+    if getattr(engine_args, "async_scheduling", None):
+        logger.warning("vosti: async scheduling is outside the determinism guarantee; turning it off")
+    engine_args.async_scheduling = False
+    if hasattr(engine_args, "disable_cascade_attn"):
+        engine_args.disable_cascade_attn = True
+
+
+def activate(vllm_config) -> None:
+    """Called once the final config is known in the process that built it."""
+    os.environ[ACTIVE_ENV] = "1"
+    from vosti_plugin.launch.check import check_launch_or_raise
+
+    check_launch_or_raise(vllm_config)
+    install_runtime()
+
+
+def deactivate() -> None:
+    if os.environ.pop(ACTIVE_ENV, None) is not None:
+        uninstall_runtime()
+
+
+def install_runtime() -> None:
+    """Everything that must hold in a process that runs the model under vosti."""
+    from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
+
+    ensure_interpreter_without_gpu()
+    try:
+        from vosti_plugin.ops.install import install_for_vllm
+    except ImportError:  # dense ops not shipped in this build
+        return
+    install_for_vllm()
+
+
+def uninstall_runtime() -> None:
+    try:
+        from vosti_plugin.ops.install import disable
+    except ImportError:
+        return
+    disable()
