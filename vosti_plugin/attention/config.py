@@ -1,0 +1,142 @@
+"""Launch configurations for the paged attention kernels.
+
+A configuration is a function of the model geometry only: (head_dim, query heads per KV head, page size,
+dtype). Nothing here looks at batch size, query lengths, sequence lengths or the number of pages, so
+every row of every batch runs the same tile shapes and the same reduction order. There is no autotuning:
+`CATALOG` lists every configuration the plugin can launch, so a verifier or an init-time check can
+enumerate them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+SUPPORTED_HEAD_DIMS: tuple[int, ...] = (64, 128, 256)
+SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
+SUPPORTED_PAGE_SIZES: tuple[int, ...] = (16, 32, 64)
+SUPPORTED_QUERIES_PER_KV: tuple[int, ...] = (1, 2, 4, 8, 16)
+
+
+class UnsupportedGeometry(ValueError):
+    """The attention geometry has no configuration in the catalog."""
+
+
+@dataclass(frozen=True)
+class AttentionLaunchConfig:
+    """Everything a launch needs; nothing in it is derived from batch, lengths or pages.
+
+    block_q:    query tokens per program.
+    block_m:    rows per program = block_q * queries_per_kv (all query heads of one KV head share loads).
+    block_n:    KV tile size in positions; tiles sit on a fixed grid starting at position 0.
+    segment:    fixed KV segment length (a multiple of block_n) for split-KV. The split SIZE is fixed,
+                the number of segments follows from the sequence length.
+    num_warps, num_stages: Triton launch parameters.
+    """
+
+    block_q: int
+    block_m: int
+    block_n: int
+    segment: int
+    num_warps: int
+    num_stages: int
+
+    def __post_init__(self) -> None:
+        for name in ("block_q", "block_m", "block_n", "segment"):
+            value = getattr(self, name)
+            if value < 1 or value & (value - 1):
+                raise ValueError(f"AttentionLaunchConfig.{name}={value} must be a power of two")
+        if self.block_m % self.block_q:
+            raise ValueError(f"block_m={self.block_m} must be a multiple of block_q={self.block_q}")
+        if self.segment % self.block_n:
+            raise ValueError(f"segment={self.segment} must be a multiple of block_n={self.block_n}")
+
+    @property
+    def queries_per_kv(self) -> int:
+        return self.block_m // self.block_q
+
+
+@dataclass(frozen=True)
+class GeometryKey:
+    """The only quantities a configuration may depend on."""
+
+    head_dim: int
+    queries_per_kv: int
+    page_size: int
+    dtype: torch.dtype
+
+
+def _rows_per_program(head_dim: int, dtype: torch.dtype) -> int:
+    # Decode has one valid token per program, so block_m is kept small enough that the padded MMA work
+    # stays far below the K/V streaming time, and large enough to feed tensor cores in prefill.
+    del head_dim, dtype
+    return 32
+
+
+def _kv_tile(head_dim: int, dtype: torch.dtype) -> int:
+    if dtype == torch.float32:
+        return 32 if head_dim <= 128 else 16
+    return 64 if head_dim <= 128 else 32
+
+
+def _config_for(key: GeometryKey) -> AttentionLaunchConfig:
+    block_m = max(_rows_per_program(key.head_dim, key.dtype), key.queries_per_kv)
+    block_n = _kv_tile(key.head_dim, key.dtype)
+    return AttentionLaunchConfig(
+        block_q=block_m // key.queries_per_kv,
+        block_m=block_m,
+        block_n=block_n,
+        segment=512,
+        num_warps=4 if key.head_dim <= 128 else 8,
+        num_stages=2,
+    )
+
+
+def _catalog() -> tuple[tuple[GeometryKey, AttentionLaunchConfig], ...]:
+    entries = []
+    for dtype in SUPPORTED_DTYPES:
+        for head_dim in SUPPORTED_HEAD_DIMS:
+            for queries_per_kv in SUPPORTED_QUERIES_PER_KV:
+                for page_size in SUPPORTED_PAGE_SIZES:
+                    key = GeometryKey(head_dim, queries_per_kv, page_size, dtype)
+                    entries.append((key, _config_for(key)))
+    return tuple(entries)
+
+
+CATALOG: tuple[tuple[GeometryKey, AttentionLaunchConfig], ...] = _catalog()
+_BY_KEY: dict[GeometryKey, AttentionLaunchConfig] = dict(CATALOG)
+
+
+def geometry_key(
+    head_dim: int, num_q_heads: int, num_kv_heads: int, page_size: int, dtype: torch.dtype
+) -> GeometryKey:
+    """Validate a geometry and return its catalog key; raises UnsupportedGeometry with the reason."""
+    if head_dim not in SUPPORTED_HEAD_DIMS:
+        raise UnsupportedGeometry(
+            f"head_dim={head_dim} is not supported; supported head dims: {SUPPORTED_HEAD_DIMS}"
+        )
+    if dtype not in SUPPORTED_DTYPES:
+        raise UnsupportedGeometry(f"dtype={dtype} is not supported; supported dtypes: {SUPPORTED_DTYPES}")
+    if page_size not in SUPPORTED_PAGE_SIZES:
+        raise UnsupportedGeometry(
+            f"page_size={page_size} is not supported; supported page sizes: {SUPPORTED_PAGE_SIZES}"
+        )
+    if num_kv_heads < 1 or num_q_heads < 1 or num_q_heads % num_kv_heads:
+        raise UnsupportedGeometry(
+            f"num_q_heads={num_q_heads} must be a positive multiple of num_kv_heads={num_kv_heads}"
+        )
+    queries_per_kv = num_q_heads // num_kv_heads
+    if queries_per_kv not in SUPPORTED_QUERIES_PER_KV:
+        raise UnsupportedGeometry(
+            f"{num_q_heads} query heads per {num_kv_heads} KV heads gives {queries_per_kv} queries per KV head;"
+            f" supported: {SUPPORTED_QUERIES_PER_KV}"
+        )
+    return GeometryKey(head_dim, queries_per_kv, page_size, dtype)
+
+
+def select_config(
+    head_dim: int, num_q_heads: int, num_kv_heads: int, page_size: int, dtype: torch.dtype
+) -> AttentionLaunchConfig:
+    """The launch configuration for a model geometry (never for a batch)."""
+    return _BY_KEY[geometry_key(head_dim, num_q_heads, num_kv_heads, page_size, dtype)]

@@ -1,0 +1,100 @@
+"""Write new K/V rows into their paged cache slots."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+# Relational contract (write_kv)
+# @params(
+#   tensor(key, float, shape(T, HKV, D)), tensor(value, float, shape(T, HKV, D)),
+#   tensor(k_cache, float, shape(NB, P, HKV, D)), tensor(v_cache, float, shape(NB, P, HKV, D)),
+#   tensor(slot_mapping, int, shape(>= T)), constexpr(D, P, BLOCK_H),
+# )
+# @grid(T)
+# @verif(slot_local_write,
+#   post: for every token t with slot = slot_mapping[t] >= 0:
+#           k_cache[slot // P, slot % P] == key[t] and v_cache[slot // P, slot % P] == value[t] (cast to
+#           the cache dtype); a token with slot -1 writes nothing; every cache slot not named by
+#           slot_mapping[0:T] keeps its bits. The written bits of slot_mapping[t] depend only on
+#           key[t], value[t] (not on T or on other tokens).
+# )
+@triton.jit
+def _write_kv_kernel(
+    key_ptr,
+    value_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    slot_mapping_ptr,
+    num_kv_heads,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_kcb,
+    stride_kcp,
+    stride_kch,
+    stride_vcb,
+    stride_vcp,
+    stride_vch,
+    HEAD_DIM: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
+    token = tl.program_id(0)
+    slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
+    if slot < 0:
+        return
+    page = slot // PAGE_SIZE
+    in_page = slot % PAGE_SIZE
+    heads = tl.arange(0, BLOCK_H)
+    dims = tl.arange(0, HEAD_DIM)
+    mask = (heads < num_kv_heads)[:, None]
+    row = token.to(tl.int64)
+    key = tl.load(key_ptr + row * stride_kt + heads[:, None] * stride_kh + dims[None, :], mask=mask)
+    value = tl.load(value_ptr + row * stride_vt + heads[:, None] * stride_vh + dims[None, :], mask=mask)
+    k_slot = k_cache_ptr + page * stride_kcb + in_page * stride_kcp
+    v_slot = v_cache_ptr + page * stride_vcb + in_page * stride_vcp
+    tl.store(k_slot + heads[:, None] * stride_kch + dims[None, :], key.to(k_cache_ptr.dtype.element_ty), mask=mask)
+    tl.store(v_slot + heads[:, None] * stride_vch + dims[None, :], value.to(v_cache_ptr.dtype.element_ty), mask=mask)
+
+
+def write_kv(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Copy key[t], value[t] into slot slot_mapping[t] (= block * page_size + offset); slot -1 is skipped.
+
+    key, value: [tokens, kv_heads, head_dim]; k_cache, v_cache: [blocks, page_size, kv_heads, head_dim]
+    (strided views allowed). Only the first key.shape[0] entries of slot_mapping are used.
+    """
+    if key.dim() != 3 or value.shape != key.shape:
+        raise ValueError(f"key/value must be [tokens, kv_heads, head_dim]; got {key.shape}, {value.shape}")
+    if k_cache.dim() != 4 or v_cache.shape != k_cache.shape or k_cache.shape[2:] != key.shape[1:]:
+        raise ValueError(f"cache shape {k_cache.shape} does not match key rows {key.shape[1:]}")
+    if slot_mapping.dim() != 1 or slot_mapping.shape[0] < key.shape[0]:
+        raise ValueError(f"slot_mapping must have >= {key.shape[0]} entries; got {tuple(slot_mapping.shape)}")
+    for name, tensor in (("key", key), ("value", value), ("k_cache", k_cache), ("v_cache", v_cache)):
+        if tensor.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in head_dim")
+    num_tokens, num_kv_heads, head_dim = key.shape
+    if head_dim & (head_dim - 1):
+        raise ValueError(f"head_dim={head_dim} must be a power of two")
+    if num_tokens == 0:
+        return
+    _write_kv_kernel[(num_tokens,)](
+        key, value, k_cache, v_cache, slot_mapping,
+        num_kv_heads,
+        key.stride(0), key.stride(1), value.stride(0), value.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        HEAD_DIM=head_dim,
+        PAGE_SIZE=k_cache.shape[1],
+        BLOCK_H=triton.next_power_of_2(num_kv_heads),
+        num_warps=4,
+    )

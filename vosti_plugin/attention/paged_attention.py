@@ -1,0 +1,465 @@
+"""Deterministic paged attention: one algorithm for prefill, chunked prefill and decode.
+
+Every query row at absolute position p visits KV tiles of `block_n` positions on a fixed grid that starts
+at position 0 (with a sliding window: at the tile holding the window start), in increasing order, grouped
+into segments of `segment` positions. Each segment yields a partial (m, l, acc); the partials of a row
+are folded left to right. Tiles or segments that hold no key of a row are exact no-ops for that row
+(selected away with `where`, never added as zeros), so the bits of a row depend only on its query, its
+position, the window and the logical K/V on [0, p] — not on the batch, the chunking, its neighbours in
+the program tile, the physical pages, or whether it came from a prefill or a decode step.
+
+Two launch paths produce the same bits for every row:
+  split: one program per (query block, KV head, segment) stores partials to a workspace, then a combine
+         kernel folds each row's segments left to right (parallel over segments: decode speed);
+  fused: one program per (query block, KV head) loops over its segments and folds in registers
+         (no workspace: large prefills).
+Both paths use the same segment code and the same fold expression, and both are compiled without
+floating-point contraction (`enable_fp_fusion=False`), so no FMA is formed in one path and not the other.
+The path is chosen from tensor shapes only; it does not change the result.
+
+No host<->device synchronisation happens here: grids come from tensor shapes (CUDA-graph safe).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import triton
+import triton.language as tl
+
+from vosti_plugin.attention.config import AttentionLaunchConfig
+
+# Sequences scanned per step when a program looks up which sequence it belongs to.
+_SEQ_SCAN_CHUNK = 128
+# The split path allocates at most this much workspace by itself; above it the fused path runs.
+SPLIT_WORKSPACE_LIMIT_BYTES = 256 * 1024 * 1024
+
+LaunchPath = Literal["auto", "split", "fused"]
+
+
+# Relational contract (paged_attention_segments)
+# @params(
+#   tensor(q, float, shape(T, HQ, D)), tensor(k_cache, float, shape(NB, P, HKV, D)),
+#   tensor(v_cache, float, shape(NB, P, HKV, D)), tensor(block_table, int32, shape(S, MB)),
+#   tensor(seq_lens, int32, shape(S)), tensor(query_start_loc, int32, shape(S + 1)),
+#   tensor(out, float, shape(T, HQ, D)),
+#   tensor(part_m, float32, shape(T, HQ, NSEG)), tensor(part_l, float32, shape(T, HQ, NSEG)),
+#   tensor(part_acc, float32, shape(T, HQ, NSEG, D)),
+#   scalar(scale, float), scalar(soft_cap, float), scalar(window, int),
+#   constexpr(D, P, QUERIES_PER_KV, BLOCK_Q, BLOCK_M, BLOCK_N, SEGMENT, USE_WINDOW, USE_SOFT_CAP, FUSED),
+# )
+# @grid(T // BLOCK_Q + S, HKV, NSEG if not FUSED else 1)
+# @verif(causal_row_invariance,
+#   same: D, P, HQ, HKV, every constexpr, scale, soft_cap, window.
+#   free: T, S, NB, MB, NSEG (>= cdiv(seq_len, SEGMENT) of every sequence), the other sequences,
+#         the row's index inside its sequence and inside its program tile, the physical page ids.
+#   pre:  a row x of sequence s_L (left) and a row y of sequence s_R (right) with equal absolute position
+#         p = seq_lens[s] - q_len[s] + i, equal q[x, h, :] == q[y, h, :] for all h, and equal logical
+#         K and V: k_cache[block_table[s, j // P], j % P] equal on both sides for every j in [lo(p), p],
+#         where lo(p) = max(0, p - window + 1) with a window and 0 without.
+#   post: FUSED: out_L[x] == out_R[y] bitwise.
+#         split: for every segment g in [lo(p) // SEGMENT, p // SEGMENT]:
+#                part_m/part_l/part_acc_L[x, :, g] == part_*_R[y, :, g] bitwise.
+#   why:  for the row, the tiles of segment g are visited in increasing order from the fixed grid;
+#         a tile without any key in [lo(p), p] leaves (m, l, acc) unchanged by selection; per-row
+#         values of tl.dot depend only on the row's own operands; padded and out-of-range K/V loads
+#         read 0 and are masked to -inf / p = 0 before use.
+# )
+@triton.jit
+def _paged_attention_segments_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    block_table_ptr,
+    seq_lens_ptr,
+    query_start_loc_ptr,
+    out_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    part_acc_ptr,
+    num_seqs,
+    num_q_heads,
+    num_segments,
+    scale,
+    soft_cap,
+    window,
+    stride_qt,
+    stride_qh,
+    stride_kb,
+    stride_kp,
+    stride_kh,
+    stride_vb,
+    stride_vp,
+    stride_vh,
+    stride_bt,
+    stride_ot,
+    stride_oh,
+    HEAD_DIM: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    QUERIES_PER_KV: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    SEGMENT: tl.constexpr,
+    SEQ_SCAN_CHUNK: tl.constexpr,
+    USE_WINDOW: tl.constexpr,
+    USE_SOFT_CAP: tl.constexpr,
+    FUSED: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    q_block = tl.program_id(0)
+    kv_head = tl.program_id(1)
+
+    # Sequence s owns query blocks [query_start_loc[s] // BLOCK_Q + s, ...): count the owners that start
+    # at or before this block. Blocks falling in the gaps between sequences exit below.
+    seq_count = 0
+    for chunk in range(0, num_seqs, SEQ_SCAN_CHUNK):
+        seq_ids = chunk + tl.arange(0, SEQ_SCAN_CHUNK)
+        in_range = seq_ids < num_seqs
+        starts = tl.load(query_start_loc_ptr + seq_ids, mask=in_range, other=0)
+        owns = in_range & (starts // BLOCK_Q + seq_ids <= q_block)
+        seq_count += tl.sum(owns.to(tl.int32), axis=0)
+    seq = seq_count - 1
+
+    q_start = tl.load(query_start_loc_ptr + seq)
+    q_len = tl.load(query_start_loc_ptr + seq + 1) - q_start
+    first_local_token = (q_block - (q_start // BLOCK_Q + seq)) * BLOCK_Q
+    if first_local_token >= q_len:
+        return
+    seq_len = tl.load(seq_lens_ptr + seq)
+    context_len = seq_len - q_len
+
+    rows = tl.arange(0, BLOCK_M)
+    local_token = first_local_token + rows // QUERIES_PER_KV
+    q_head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
+    row_valid = local_token < q_len
+    token = (q_start + local_token).to(tl.int64)
+    row_pos = tl.where(row_valid, context_len + local_token, -1)
+    if USE_WINDOW:
+        row_lo = tl.maximum(row_pos - window + 1, 0)
+    else:
+        row_lo = tl.zeros([BLOCK_M], dtype=tl.int32)
+
+    last_pos = context_len + tl.minimum(first_local_token + BLOCK_Q, q_len) - 1
+    if USE_WINDOW:
+        first_key = tl.maximum(context_len + first_local_token - window + 1, 0)
+    else:
+        first_key = 0
+
+    dims = tl.arange(0, HEAD_DIM)
+    q = tl.load(
+        q_ptr + token[:, None] * stride_qt + q_head[:, None] * stride_qh + dims[None, :],
+        mask=row_valid[:, None],
+        other=0.0,
+    )
+
+    TILES_PER_SEGMENT: tl.constexpr = SEGMENT // BLOCK_N
+    if FUSED:
+        seg_begin = first_key // SEGMENT
+        seg_end = last_pos // SEGMENT + 1
+    else:
+        seg_begin = tl.program_id(2)
+        seg_end = seg_begin + 1
+        if seg_begin * SEGMENT > last_pos:
+            return
+        if seg_end * SEGMENT <= first_key:
+            return
+
+    run_m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    run_l = tl.zeros([BLOCK_M], dtype=tl.float32)
+    run_acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    block_table_row = block_table_ptr + seq.to(tl.int64) * stride_bt
+
+    for seg in range(seg_begin, seg_end):
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        tile_begin = tl.maximum(seg * TILES_PER_SEGMENT, first_key // BLOCK_N)
+        tile_end = tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_pos // BLOCK_N + 1)
+        for tile in range(tile_begin, tile_end):
+            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+            key_valid = key_pos <= last_pos
+            page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
+            in_page = key_pos % PAGE_SIZE
+            k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
+            v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
+            k = tl.load(k_ptr + k_offsets[None, :] + dims[:, None], mask=key_valid[None, :], other=0.0)
+            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None], other=0.0)
+
+            scores = tl.dot(q, k, input_precision=DOT_PRECISION) * scale
+            if USE_SOFT_CAP:
+                capped = scores / soft_cap
+                decay = tl.exp(-2.0 * tl.abs(capped))
+                magnitude = (1.0 - decay) / (1.0 + decay)
+                scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)
+            allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])
+            scores = tl.where(allowed, scores, float("-inf"))
+            tile_live = (tile * BLOCK_N <= row_pos) & (tile * BLOCK_N + BLOCK_N > row_lo)
+
+            m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+            m_dead = m_new == float("-inf")
+            alpha = tl.where(m_dead, 1.0, tl.exp(m_i - m_new))
+            p = tl.where(m_dead[:, None], 0.0, tl.exp(scores - m_new[:, None]))
+            l_new = l_i * alpha + tl.sum(p, axis=1)
+            acc_new = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
+            m_i = tl.where(tile_live, m_new, m_i)
+            l_i = tl.where(tile_live, l_new, l_i)
+            acc = tl.where(tile_live[:, None], acc_new, acc)
+
+        if FUSED:
+            # The fold below is the same expression as in _combine_segments_kernel.
+            seg_live = row_valid & (seg >= row_lo // SEGMENT) & (seg <= row_pos // SEGMENT)
+            fold_m = tl.maximum(run_m, m_i)
+            fold_dead = fold_m == float("-inf")
+            run_scale = tl.where(fold_dead, 1.0, tl.exp(run_m - fold_m))
+            seg_scale = tl.where(fold_dead, 0.0, tl.exp(m_i - fold_m))
+            fold_l = run_l * run_scale + l_i * seg_scale
+            fold_acc = run_acc * run_scale[:, None] + acc * seg_scale[:, None]
+            run_m = tl.where(seg_live, fold_m, run_m)
+            run_l = tl.where(seg_live, fold_l, run_l)
+            run_acc = tl.where(seg_live[:, None], fold_acc, run_acc)
+        else:
+            part = (token * num_q_heads + q_head) * num_segments + seg
+            tl.store(part_m_ptr + part, m_i, mask=row_valid)
+            tl.store(part_l_ptr + part, l_i, mask=row_valid)
+            tl.store(
+                part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc, mask=row_valid[:, None]
+            )
+
+    if FUSED:
+        result = run_acc / run_l[:, None]
+        tl.store(
+            out_ptr + token[:, None] * stride_ot + q_head[:, None] * stride_oh + dims[None, :],
+            result.to(out_ptr.dtype.element_ty),
+            mask=row_valid[:, None],
+        )
+
+
+# Relational contract (paged_attention_combine)
+# @params(
+#   tensor(out, float, shape(T, HQ, D)), tensor(part_m, float32, shape(T, HQ, NSEG)),
+#   tensor(part_l, float32, shape(T, HQ, NSEG)), tensor(part_acc, float32, shape(T, HQ, NSEG, D)),
+#   tensor(seq_lens, int32, shape(S)), tensor(query_start_loc, int32, shape(S + 1)),
+#   scalar(window, int), constexpr(D, SEGMENT, USE_WINDOW),
+# )
+# @grid(T, HQ)
+# @verif(segment_fold_invariance,
+#   same: D, SEGMENT, USE_WINDOW, window.
+#   pre:  a row x (left) and y (right) with equal absolute position p and, for every segment g in
+#         [lo(p) // SEGMENT, p // SEGMENT], part_*_L[x, h, g] == part_*_R[y, h, g] bitwise.
+#   post: out_L[x, h] == out_R[y, h] bitwise; the fold visits exactly those segments, left to right,
+#         with the fold expression of the fused path, so out also equals the fused path's row.
+#   rows past query_start_loc[S] (padding) get zeros.
+# )
+@triton.jit
+def _combine_segments_kernel(
+    out_ptr,
+    part_m_ptr,
+    part_l_ptr,
+    part_acc_ptr,
+    seq_lens_ptr,
+    query_start_loc_ptr,
+    num_seqs,
+    num_q_heads,
+    num_segments,
+    window,
+    stride_ot,
+    stride_oh,
+    HEAD_DIM: tl.constexpr,
+    SEGMENT: tl.constexpr,
+    SEQ_SCAN_CHUNK: tl.constexpr,
+    USE_WINDOW: tl.constexpr,
+):
+    token = tl.program_id(0)
+    q_head = tl.program_id(1)
+    dims = tl.arange(0, HEAD_DIM)
+    out_row = out_ptr + token.to(tl.int64) * stride_ot + q_head * stride_oh + dims
+
+    # The row belongs to the number of sequences that end at or before it.
+    seq = 0
+    for chunk in range(0, num_seqs, SEQ_SCAN_CHUNK):
+        seq_ids = chunk + tl.arange(0, SEQ_SCAN_CHUNK)
+        in_range = seq_ids < num_seqs
+        ends = tl.load(query_start_loc_ptr + seq_ids + 1, mask=in_range, other=0)
+        seq += tl.sum((in_range & (ends <= token)).to(tl.int32), axis=0)
+    if seq >= num_seqs:
+        tl.store(out_row, tl.zeros([HEAD_DIM], dtype=tl.float32).to(out_ptr.dtype.element_ty))
+        return
+
+    q_start = tl.load(query_start_loc_ptr + seq)
+    q_len = tl.load(query_start_loc_ptr + seq + 1) - q_start
+    pos = tl.load(seq_lens_ptr + seq) - q_len + (token - q_start)
+    if USE_WINDOW:
+        lo = tl.maximum(pos - window + 1, 0)
+    else:
+        lo = 0
+
+    run_m = tl.full([1], float("-inf"), dtype=tl.float32)
+    run_l = tl.zeros([1], dtype=tl.float32)
+    run_acc = tl.zeros([1, HEAD_DIM], dtype=tl.float32)
+    part_row = (token.to(tl.int64) * num_q_heads + q_head) * num_segments
+    for seg in range(lo // SEGMENT, pos // SEGMENT + 1):
+        m_i = tl.load(part_m_ptr + part_row + seg + tl.zeros([1], dtype=tl.int32))
+        l_i = tl.load(part_l_ptr + part_row + seg + tl.zeros([1], dtype=tl.int32))
+        acc = tl.load(part_acc_ptr + (part_row + seg) * HEAD_DIM + dims[None, :])
+        # Same fold expression as the FUSED branch of _paged_attention_segments_kernel.
+        fold_m = tl.maximum(run_m, m_i)
+        fold_dead = fold_m == float("-inf")
+        run_scale = tl.where(fold_dead, 1.0, tl.exp(run_m - fold_m))
+        seg_scale = tl.where(fold_dead, 0.0, tl.exp(m_i - fold_m))
+        fold_l = run_l * run_scale + l_i * seg_scale
+        fold_acc = run_acc * run_scale[:, None] + acc * seg_scale[:, None]
+        run_m = fold_m
+        run_l = fold_l
+        run_acc = fold_acc
+
+    result = run_acc / run_l[:, None]
+    tl.store(out_row[None, :], result.to(out_ptr.dtype.element_ty))
+
+
+def num_kv_segments(block_table: torch.Tensor, page_size: int, segment: int, max_seqlen_k: int | None) -> int:
+    """Segments on the grid: enough for the widest block table row (or the caller's bound)."""
+    max_kv = block_table.shape[1] * page_size
+    if max_seqlen_k is not None:
+        max_kv = min(max_kv, int(max_seqlen_k))
+    return max(1, triton.cdiv(max_kv, segment))
+
+
+def split_workspace_numel(num_tokens: int, num_q_heads: int, head_dim: int, num_segments: int) -> int:
+    """fp32 elements the split path needs: m and l per (row, segment) plus acc per (row, segment, dim)."""
+    return num_tokens * num_q_heads * num_segments * (head_dim + 2)
+
+
+def _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config) -> None:
+    if q.dim() != 3 or out.shape != q.shape:
+        raise ValueError(f"q must be [tokens, q_heads, head_dim] and out the same shape; got {q.shape}, {out.shape}")
+    if k_cache.dim() != 4 or v_cache.shape != k_cache.shape:
+        raise ValueError(
+            f"k_cache/v_cache must be [blocks, page_size, kv_heads, head_dim]; got {k_cache.shape}, {v_cache.shape}"
+        )
+    if k_cache.shape[3] != q.shape[2]:
+        raise ValueError(f"head_dim mismatch: q {q.shape[2]}, cache {k_cache.shape[3]}")
+    if q.dtype != k_cache.dtype or v_cache.dtype != k_cache.dtype:
+        raise ValueError(f"q, k_cache and v_cache must share a dtype; got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
+    for name, tensor in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("out", out)):
+        if tensor.stride(-1) != 1:
+            raise ValueError(f"{name} must be contiguous in head_dim (stride {tensor.stride(-1)})")
+    for name, tensor in (("block_table", block_table), ("seq_lens", seq_lens), ("query_start_loc", query_start_loc)):
+        if tensor.dtype != torch.int32:
+            raise ValueError(f"{name} must be int32, got {tensor.dtype}")
+    if block_table.dim() != 2 or block_table.stride(1) != 1:
+        raise ValueError("block_table must be [seqs, max_blocks] with contiguous rows")
+    if seq_lens.dim() != 1 or query_start_loc.shape != (seq_lens.shape[0] + 1,):
+        raise ValueError(f"query_start_loc must be [seqs + 1]; got {query_start_loc.shape} for {seq_lens.shape[0]} seqs")
+    if block_table.shape[0] < seq_lens.shape[0]:
+        raise ValueError(f"block_table has {block_table.shape[0]} rows for {seq_lens.shape[0]} seqs")
+    num_q_heads, num_kv_heads = q.shape[1], k_cache.shape[2]
+    if num_q_heads != num_kv_heads * config.queries_per_kv:
+        raise ValueError(
+            f"config is for {config.queries_per_kv} queries per KV head; got {num_q_heads} q / {num_kv_heads} kv heads"
+        )
+    head_dim = q.shape[2]
+    if head_dim & (head_dim - 1):
+        raise ValueError(f"head_dim={head_dim} must be a power of two")
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    scale: float,
+    config: AttentionLaunchConfig,
+    sliding_window: int | None = None,
+    soft_cap: float | None = None,
+    max_seqlen_k: int | None = None,
+    workspace: torch.Tensor | None = None,
+    path: LaunchPath = "auto",
+) -> torch.Tensor:
+    """Causal attention of every query row over its sequence's paged K/V; writes `out` and returns it.
+
+    q: [tokens, q_heads, head_dim]; k_cache, v_cache: [blocks, page_size, kv_heads, head_dim] (strided views
+    allowed); block_table: [seqs, max_blocks] int32; seq_lens: [seqs] int32 (KV length incl. new tokens);
+    query_start_loc: [seqs + 1] int32. Token i of sequence s sits at position seq_lens[s] - q_len_s + i.
+    Rows past query_start_loc[-1] are padding: never read as tokens, their output is zero (split path) or
+    left as is (fused path).
+
+    sliding_window w: the row at position p attends to keys [max(0, p - w + 1), p]. soft_cap c: scores
+    become c * tanh(score / c) (after `scale`). max_seqlen_k: optional host upper bound on seq_lens, only
+    used to size the segment grid. workspace: optional flat fp32 tensor of at least
+    `split_workspace_numel(...)` elements; when given, the split path runs in it. path: "auto" picks split
+    or fused from tensor shapes; both give the same bits.
+    """
+    _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config)
+    num_tokens, num_q_heads, head_dim = q.shape
+    page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
+    num_seqs = seq_lens.shape[0]
+    if num_tokens == 0 or num_seqs == 0:
+        return out
+    use_window = sliding_window is not None and sliding_window > 0
+    use_soft_cap = soft_cap is not None and soft_cap > 0
+    num_segments = num_kv_segments(block_table, page_size, config.segment, max_seqlen_k)
+    needed = split_workspace_numel(num_tokens, num_q_heads, head_dim, num_segments)
+
+    if path == "auto":
+        fits = needed * 4 <= SPLIT_WORKSPACE_LIMIT_BYTES
+        path = "split" if workspace is not None or fits else "fused"
+    fused = path == "fused"
+    if fused:
+        part_m = part_l = part_acc = out  # unused by the fused kernel
+    else:
+        if workspace is None:
+            workspace = torch.empty(needed, dtype=torch.float32, device=q.device)
+        elif workspace.dtype != torch.float32 or workspace.numel() < needed or not workspace.is_contiguous():
+            raise ValueError(f"workspace must be a contiguous fp32 tensor of >= {needed} elements")
+        rows = num_tokens * num_q_heads * num_segments
+        part_m = workspace[:rows]
+        part_l = workspace[rows : 2 * rows]
+        part_acc = workspace[2 * rows : needed]
+
+    grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else num_segments)
+    _paged_attention_segments_kernel[grid](
+        q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, part_m, part_l, part_acc,
+        num_seqs, num_q_heads, num_segments,
+        float(scale), float(soft_cap) if use_soft_cap else 1.0, int(sliding_window) if use_window else 0,
+        q.stride(0), q.stride(1),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        block_table.stride(0),
+        out.stride(0), out.stride(1),
+        HEAD_DIM=head_dim,
+        PAGE_SIZE=page_size,
+        QUERIES_PER_KV=config.queries_per_kv,
+        BLOCK_Q=config.block_q,
+        BLOCK_M=config.block_m,
+        BLOCK_N=config.block_n,
+        SEGMENT=config.segment,
+        SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,
+        USE_WINDOW=use_window,
+        USE_SOFT_CAP=use_soft_cap,
+        FUSED=fused,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+        enable_fp_fusion=False,
+    )
+    if not fused:
+        _combine_segments_kernel[(num_tokens, num_q_heads)](
+            out, part_m, part_l, part_acc, seq_lens, query_start_loc,
+            num_seqs, num_q_heads, num_segments,
+            int(sliding_window) if use_window else 0,
+            out.stride(0), out.stride(1),
+            HEAD_DIM=head_dim,
+            SEGMENT=config.segment,
+            SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,
+            USE_WINDOW=use_window,
+            num_warps=4,
+            num_stages=1,
+            enable_fp_fusion=False,
+        )
+    return out
