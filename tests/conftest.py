@@ -1,0 +1,42 @@
+"""Test-wide settings: CPU runs through the Triton interpreter in fp32; vLLM starts in-process."""
+import os
+
+import pytest
+
+try:
+    import torch
+
+    _HAS_GPU = torch.cuda.is_available()
+except Exception:  # pragma: no cover
+    _HAS_GPU = False
+
+if not _HAS_GPU:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("VOSTI_AUDIT", "1")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large], derandomize=True
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_collection_modifyitems(config, items):
+    if _HAS_GPU:
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 through the device tool)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_path(tmp_path_factory):
+    from vosti_plugin.model.tiny import ensure_tiny_model
+
+    return str(ensure_tiny_model())
