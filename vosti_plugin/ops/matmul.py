@@ -1,0 +1,335 @@
+"""Batch-invariant matmul: mm, addmm (bias) and linear (x @ W^T + b) in Triton.
+
+Row invariance: for output row x the kernel reduces over K in an order fixed by the launch config,
+and the config is chosen from (N, K, dtype) alone (`select_config`), never from M. M only changes
+how many row tiles are launched. A K split is allowed: its split count, split boundaries and the
+order in which the fp32 partials are combined are functions of (N, K, dtype) too. No stream-K, no
+autotuning, no atomics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from vosti_plugin.triton_mode import interpreting
+
+__all__ = [
+    "CATALOG",
+    "MatmulConfig",
+    "addmm",
+    "launch_matmul",
+    "linear",
+    "mm",
+    "rule_config",
+    "select_config",
+]
+
+
+@dataclass(frozen=True)
+class MatmulConfig:
+    block_m: int
+    block_n: int
+    block_k: int
+    split_k: int
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def k_per_split(self, K: int) -> int:
+        """Length of each K slice, a multiple of block_k; the last slice may be shorter."""
+        per_split = triton.cdiv(K, self.split_k)
+        return triton.cdiv(per_split, self.block_k) * self.block_k
+
+
+# GPU (bf16/fp16). BLOCK_M 64 is the smallest Hopper wgmma tile; small-M decode pays wasted MMA
+# lanes, which is cheap next to reading the weights. Decode GEMMs whose N gives too few column
+# tiles to fill 132 SMs split K; the split count is part of the key's config, not of M.
+_B16_NARROW = dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=4)
+_B16_WIDE = dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
+# CPU (Triton interpreter, fp32): few, large programs are what make the interpreter fast.
+_F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
+
+_TARGET_PROGRAMS = 4 * 132  # H200 SMs; more programs than SMs hides the tail of the last wave
+_MIN_K_PER_SPLIT = 512
+
+
+def _split_for(N: int, K: int, block_n: int, block_k: int) -> int:
+    tiles = triton.cdiv(N, block_n)
+    split = 1
+    while tiles * split < _TARGET_PROGRAMS and K // (2 * split) >= max(_MIN_K_PER_SPLIT, block_k):
+        split *= 2
+    return split
+
+
+def rule_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
+    """Config for any (N, K, dtype) that has no catalog entry: a pure function of its arguments."""
+    if dtype == torch.float32:
+        if interpreting():
+            return MatmulConfig(split_k=1, **_F32_CPU)
+        return MatmulConfig(block_m=64, block_n=64, block_k=32, split_k=1, num_warps=4, num_stages=3)
+    base = _B16_NARROW if N <= 8192 else _B16_WIDE
+    return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"]), **base)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _catalog() -> dict[tuple[int, int, str], MatmulConfig]:
+    """(N, K, dtype) of the GEMMs of the models we serve -> config (TP=1 shapes).
+
+    Entries equal to what `rule_config` would pick are still listed, so the verifier and a reader see
+    every launch shape of a supported model in one place.
+    """
+    shapes = {
+        # Llama-3.1-8B: qkv, o, gate_up, down, lm_head
+        (6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (128256, 4096),
+        # Qwen3-8B: qkv, o, gate_up, down, lm_head
+        (6144, 4096), (4096, 4096), (24576, 4096), (4096, 12288), (151936, 4096),
+        # Gemma-3-4B: qkv (8 x 256 + 2 x 4 x 256), o, gate_up, down, lm_head
+        (4096, 2560), (2560, 2048), (20480, 2560), (2560, 10240), (262208, 2560),
+    }
+    catalog = {}
+    for N, K in sorted(shapes):
+        for dtype in (torch.bfloat16, torch.float16):
+            catalog[(N, K, _dtype_name(dtype))] = rule_config(N, K, dtype)
+    return catalog
+
+
+CATALOG: dict[tuple[int, int, str], MatmulConfig] = _catalog()
+
+
+def select_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
+    """The launch config for a GEMM with N output columns and reduction length K. Never sees M."""
+    found = CATALOG.get((N, K, _dtype_name(dtype)))
+    return found if found is not None else rule_config(N, K, dtype)
+
+
+def _launch_metadata(grid, kernel, args):
+    M, N, K = args["M"], args["N"], args["K"]
+    nbytes = args["c_ptr"].element_size()
+    return {
+        "name": f"{kernel.name} [M={M}, N={N}, K={K}]",
+        f"flops{nbytes * 8}": 2.0 * M * N * K,
+        "bytes": nbytes * (M * K + N * K + M * N),
+    }
+
+
+_jit_options = {} if interpreting() else {"launch_metadata": _launch_metadata}
+
+
+# Contract (row invariance, mm_kernel):
+#   @params  a: [M, K], b: [K, N], bias: [N], c: [M, N]; BLOCK_M, BLOCK_N, BLOCK_K = select_config(N, K)
+#   @grid    (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))
+#   @verif   for runs L (M_L rows) and R (M_R = 1) with equal b, bias, N, K and BLOCK_*:
+#            a_L[x, :] == a_R[0, :]  =>  c_L[x, :] == c_R[0, :]   (bitwise, any 0 <= x < M_L)
+#   Why: row x is computed by program (x // BLOCK_M, n) at tile row x % BLOCK_M; its accumulator runs
+#   over k0 = 0, BLOCK_K, ... < K in that order whatever M is; rows >= M are masked loads of 0 and
+#   masked stores, and never mix into another row's accumulator.
+@triton.jit(do_not_specialize=["M"], **_jit_options)
+def mm_kernel(
+    a_ptr, b_ptr, bias_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    HAS_BIAS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < K
+        a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak,
+                    mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc += tl.dot(a, b, input_precision=DOT_PRECISION)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + cols, mask=col_ok, other=0.0)
+        acc = acc + bias.to(tl.float32)[None, :]
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+             acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+
+
+# Contract (row invariance, mm_splitk_partial_kernel):
+#   @params  a: [M, K], b: [K, N], part: [SPLIT_K, M, N] fp32; K_PER_SPLIT = cdiv(cdiv(K, SPLIT_K),
+#            BLOCK_K) * BLOCK_K and SPLIT_K, BLOCK_* = select_config(N, K)
+#   @grid    (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N), SPLIT_K)
+#   @verif   a_L[x, :] == a_R[0, :] (equal b, N, K, config)  =>  part_L[s, x, :] == part_R[s, 0, :]
+#            for every split s
+#   Why: split s reduces k0 = s * K_PER_SPLIT, + BLOCK_K, ... < min((s + 1) * K_PER_SPLIT, K) in
+#   order; the slice bounds depend on (K, config) only.
+@triton.jit(do_not_specialize=["M"], **_jit_options)
+def mm_splitk_partial_kernel(
+    a_ptr, b_ptr, part_ptr,
+    M, N, K, K_PER_SPLIT,
+    stride_am, stride_ak, stride_bk, stride_bn,
+    DOT_PRECISION: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    k_begin = pid_k * K_PER_SPLIT
+    k_end = tl.minimum(k_begin + K_PER_SPLIT, K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(k_begin, k_end, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < k_end
+        a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak,
+                    mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc += tl.dot(a, b, input_precision=DOT_PRECISION)
+    part_rows = pid_k * M + rows
+    tl.store(part_ptr + part_rows[:, None] * N + cols[None, :], acc,
+             mask=row_ok[:, None] & col_ok[None, :])
+
+
+# Contract (row invariance, splitk_combine_kernel):
+#   @params  part: [SPLIT_K, M, N] fp32, bias: [N], c: [M, N]
+#   @grid    (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))
+#   @verif   part_L[s, x, :] == part_R[s, 0, :] for all s  =>  c_L[x, :] == c_R[0, :]
+#   Why: c[x, n] = cast(((part[0] + part[1]) + ... + part[SPLIT_K - 1]) + bias[n]), summed in s order.
+@triton.jit(do_not_specialize=["M"])
+def splitk_combine_kernel(
+    part_ptr, bias_ptr, c_ptr,
+    M, N,
+    stride_cm, stride_cn,
+    HAS_BIAS: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rows < M)[:, None] & (cols < N)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in range(0, SPLIT_K):
+        part_rows = s * M + rows
+        acc += tl.load(part_ptr + part_rows[:, None] * N + cols[None, :], mask=mask, other=0.0)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + cols, mask=cols < N, other=0.0)
+        acc = acc + bias.to(tl.float32)[None, :]
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+             acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+_COMBINE_BLOCK_M = 16
+_COMBINE_BLOCK_N = 128
+
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    # fp32 must not silently become TF32 on GPU; 16-bit inputs use Triton's default.
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def launch_matmul(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    out: torch.Tensor,
+    config: MatmulConfig,
+) -> torch.Tensor:
+    """out[M, N] = a[M, K] @ b[K, N] (+ bias[N]) with the given config. Strided a, b, out are fine."""
+    M, K = a.shape
+    K2, N = b.shape
+    if K2 != K:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
+    if out.shape != (M, N):
+        raise ValueError(f"out must be {(M, N)}, got {tuple(out.shape)}")
+    if bias is not None and bias.shape != (N,):
+        raise ValueError(f"bias must be ({N},), got {tuple(bias.shape)}")
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.copy_(bias.expand(M, N) if bias is not None else torch.zeros_like(out))
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    precision = _dot_precision(a.dtype)
+    tiles = (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))
+    if config.split_k == 1:
+        mm_kernel[tiles](
+            a, b, bias if bias is not None else out, out,
+            M, N, K,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+            HAS_BIAS=bias is not None, DOT_PRECISION=precision,
+            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+            num_warps=config.num_warps, num_stages=config.num_stages,
+        )
+        return out
+    part = torch.empty((config.split_k, M, N), device=a.device, dtype=torch.float32)
+    mm_splitk_partial_kernel[tiles + (config.split_k,)](
+        a, b, part,
+        M, N, K, config.k_per_split(K),
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+        DOT_PRECISION=precision,
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+        num_warps=config.num_warps, num_stages=config.num_stages,
+    )
+    combine_tiles = (triton.cdiv(M, _COMBINE_BLOCK_M), triton.cdiv(N, _COMBINE_BLOCK_N))
+    splitk_combine_kernel[combine_tiles](
+        part, bias if bias is not None else out, out,
+        M, N, out.stride(0), out.stride(1),
+        HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
+        BLOCK_M=_COMBINE_BLOCK_M, BLOCK_N=_COMBINE_BLOCK_N,
+        num_warps=4,
+    )
+    return out
+
+
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _on_interpreter(t: torch.Tensor) -> bool:
+    return t.device.type == "cpu"
+
+
+def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
+            out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    out_dtype = out_dtype or a.dtype
+    kernel_out_dtype = out_dtype
+    if _on_interpreter(a):
+        if not interpreting():
+            raise RuntimeError("vosti dense ops on CPU need TRITON_INTERPRET=1 set before triton is imported")
+        # The interpreter is exact in fp32 only; 16-bit inputs are widened (an exact conversion).
+        a, b = a.float(), b.float()
+        bias = bias.float() if bias is not None else None
+        kernel_out_dtype = torch.float32
+    config = select_config(b.shape[1], b.shape[0], a.dtype)
+    out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=kernel_out_dtype)
+    launch_matmul(a, b, bias, out, config)
+    return out if out.dtype == out_dtype else out.to(out_dtype)
+
+
+def mm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """a[M, K] @ b[K, N], batch invariant; the fp32 accumulator is rounded once, to out_dtype."""
+    return _matmul(a, b, None, out_dtype)
+
+
+def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """bias[N] + a[M, K] @ b[K, N], batch invariant (bias added once, after the K reduction)."""
+    return _matmul(a, b, bias)
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x[..., K] @ weight[N, K]^T + bias[N], batch invariant over all leading dims of x."""
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    y = _matmul(x2, weight.t(), bias)
+    return y.reshape(*lead, weight.shape[0])

@@ -1,0 +1,134 @@
+"""Batch-invariant RMSNorm and fused residual-add + RMSNorm (plain and Gemma's (1 + w) weights).
+
+One program per row; the row's sum of squares runs over column chunks of BLOCK (a function of the
+hidden size only) in order, so a row's result never depends on how many rows share the launch.
+Numerics follow vLLM's native op: fp32 statistics; plain weights multiply the normalized value after
+rounding it to the weight dtype, Gemma's (1 + w) multiplies in fp32.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from vosti_plugin.triton_mode import interpreting
+
+__all__ = ["RMSNormConfig", "fused_add_rms_norm", "rms_norm", "select_config"]
+
+_MAX_BLOCK = 8192
+
+
+@dataclass(frozen=True)
+class RMSNormConfig:
+    block: int
+    num_warps: int
+
+
+def select_config(hidden: int) -> RMSNormConfig:
+    """Chunk width and warps for a row of `hidden` elements. Never sees the row count."""
+    block = min(triton.next_power_of_2(hidden), _MAX_BLOCK)
+    num_warps = 1 if block <= 256 else 4 if block <= 2048 else 8
+    return RMSNormConfig(block=block, num_warps=num_warps)
+
+
+# Weight modes (constexpr WEIGHT_MODE)
+NO_WEIGHT, PLAIN_WEIGHT, GEMMA_WEIGHT = 0, 1, 2
+
+
+# Contract (row invariance, rms_norm_kernel):
+#   @params  x: [R, H] (row stride stride_x), w: [H], y: [R, H]; BLOCK = select_config(H).block
+#   @grid    (R,)
+#   @verif   x_L[r, :] == x_R[0, :] (equal w, H, eps, BLOCK)  =>  y_L[r, :] == y_R[0, :]
+#            and, with residual (HAS_RESIDUAL): x_L[r] == x_R[0], res_L[r] == res_R[0]
+#            =>  y_L[r] == y_R[0], res_out_L[r] == res_out_R[0]
+#   Why: program r touches row r only; sum of squares = tl.sum(acc) where acc[j] accumulates the
+#   chunks c0 = 0, BLOCK, ... < H in order; R never enters the arithmetic.
+@triton.jit
+def rms_norm_kernel(
+    x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
+    H, eps,
+    stride_x, stride_res, stride_y, stride_res_out,
+    HAS_RESIDUAL: tl.constexpr,
+    WEIGHT_MODE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for c0 in range(0, H, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        ok = cols < H
+        v = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+        if HAS_RESIDUAL:
+            v = v + tl.load(res_ptr + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)
+            tl.store(res_out_ptr + row * stride_res_out + cols,
+                     v.to(res_out_ptr.dtype.element_ty), mask=ok)
+        acc += v * v
+    inv_rms = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / H + eps)
+    for c0 in range(0, H, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        ok = cols < H
+        v = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+        if HAS_RESIDUAL:
+            v = v + tl.load(res_ptr + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)
+        normed = v * inv_rms
+        if WEIGHT_MODE == 1:
+            w = tl.load(w_ptr + cols, mask=ok, other=0.0)
+            normed = normed.to(w.dtype).to(tl.float32) * w.to(tl.float32)
+        if WEIGHT_MODE == 2:
+            w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+            normed = normed * (1.0 + w)
+        tl.store(y_ptr + row * stride_y + cols, normed.to(y_ptr.dtype.element_ty), mask=ok)
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """A 2-D [rows, H] view (or copy) of t with unit column stride."""
+    t2 = t.reshape(-1, t.shape[-1])
+    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+
+
+def _launch(x, residual, weight, eps: float, gemma: bool):
+    H = x.shape[-1]
+    if weight is not None and weight.shape != (H,):
+        raise ValueError(f"weight must be ({H},), got {tuple(weight.shape)}")
+    if residual is not None and residual.shape != x.shape:
+        raise ValueError(f"residual {tuple(residual.shape)} must match x {tuple(x.shape)}")
+    out_dtype = x.dtype
+    cpu = x.device.type == "cpu"
+    if cpu and not interpreting():
+        raise RuntimeError("vosti dense ops on CPU need TRITON_INTERPRET=1 set before triton is imported")
+    x2 = _rows(x.float() if cpu else x)
+    r2 = None if residual is None else _rows(residual.float() if cpu else residual)
+    w = None
+    if weight is not None:
+        w = weight.float().contiguous() if cpu or gemma else weight.contiguous()
+    y = torch.empty(x2.shape, device=x.device, dtype=x2.dtype)
+    r_out = torch.empty_like(y) if residual is not None else y
+    if x2.shape[0] > 0:
+        cfg = select_config(H)
+        mode = NO_WEIGHT if w is None else GEMMA_WEIGHT if gemma else PLAIN_WEIGHT
+        rms_norm_kernel[(x2.shape[0],)](
+            x2, r2 if r2 is not None else x2, w if w is not None else x2, y, r_out,
+            H, float(eps),
+            x2.stride(0), (r2 if r2 is not None else x2).stride(0), y.stride(0), r_out.stride(0),
+            HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode, BLOCK=cfg.block,
+            num_warps=cfg.num_warps,
+        )
+    y = y.view(x.shape).to(out_dtype)
+    if residual is None:
+        return y
+    return y, r_out.view(x.shape).to(residual.dtype)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool = False) -> torch.Tensor:
+    """x / sqrt(mean(x^2) + eps) * w over the last dim (w -> 1 + w when gemma). Functional."""
+    return _launch(x, None, weight, eps, gemma)
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rms_norm(x + residual), x + residual) with the sum kept in fp32 for the statistics, as vLLM's
+    native op does. Functional: x and residual are not modified."""
+    return _launch(x, residual, weight, eps, gemma)

@@ -1,0 +1,53 @@
+"""The dense ops as opaque torch custom ops (`torch.ops.vosti.*`).
+
+vLLM's layers call these while vosti is installed. Being custom ops with fake implementations,
+torch.compile / Inductor keep them as single graph nodes: Inductor can neither fuse, retile nor
+re-lower them, so the compiled graph runs exactly our kernels; CUDA graphs capture them as launched.
+Importing this module registers the ops once per process.
+"""
+from __future__ import annotations
+
+import torch
+
+from vosti_plugin.ops import matmul, rmsnorm
+from vosti_plugin.ops.calls import calls
+
+__all__ = ["fused_add_rms_norm", "linear", "rms_norm"]
+
+
+@torch.library.custom_op("vosti::linear", mutates_args=())
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    calls["linear"] += 1
+    return matmul.linear(x, weight, bias)
+
+
+@linear.register_fake
+def _linear_fake(x, weight, bias):
+    return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+
+@torch.library.custom_op("vosti::rms_norm", mutates_args=())
+def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool) -> torch.Tensor:
+    calls["rms_norm"] += 1
+    return rmsnorm.rms_norm(x, weight, eps, gemma)
+
+
+@rms_norm.register_fake
+def _rms_norm_fake(x, weight, eps, gemma):
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+@torch.library.custom_op("vosti::fused_add_rms_norm", mutates_args=())
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    calls["fused_add_rms_norm"] += 1
+    return rmsnorm.fused_add_rms_norm(x, residual, weight, eps, gemma)
+
+
+@fused_add_rms_norm.register_fake
+def _fused_add_rms_norm_fake(x, residual, weight, eps, gemma):
+    return (
+        torch.empty_like(x, memory_format=torch.contiguous_format),
+        torch.empty_like(residual, memory_format=torch.contiguous_format),
+    )
