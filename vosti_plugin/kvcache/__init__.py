@@ -1,0 +1,19 @@
+"""Exact-prefix KV block manager.
+
+`page_cache` and `audit` are pure Python (no vLLM import); `vllm_manager` / `vllm_block_pool`
+adapt them to vLLM's KVCacheManager / BlockPool.
+"""
+from vosti_plugin.kvcache.audit import KVCacheAuditError, ShadowAudit, audit_requested
+from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageCacheError, PageKey, PrefixHitStats, rolling_hash
+
+__all__ = [
+    "ROOT",
+    "KVCacheAuditError",
+    "PageCache",
+    "PageCacheError",
+    "PageKey",
+    "PrefixHitStats",
+    "ShadowAudit",
+    "audit_requested",
+    "rolling_hash",
+]

@@ -1,0 +1,174 @@
+"""vLLM KVCacheManager with exact-prefix matching (`VostiKVCacheManager.adopt(stock_manager)`).
+
+Everything the scheduler and the worker see (KVCacheBlocks, block ids, the null block, the
+coordinator's per-request block lists) stays vLLM's; what changes is the policy behind it:
+- `get_computed_blocks` walks the PageCache with the request's exact page tokens and extra keys,
+  takes the shortest hit over KV cache groups and never covers the last token;
+- full pages are staged while the step is scheduled and published after it (`publish_step`), so
+  this step's lookups never see pages this step writes;
+- the block pool evicts only unreferenced leaves;
+- sliding-window groups keep every page of a request (no recycling below the window), so each
+  holder of a page holds its whole ancestor chain.
+Supported groups: full attention and sliding window (one shared page size). Anything else is refused.
+"""
+from __future__ import annotations
+
+from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
+from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager, SlidingWindowManager
+
+from vosti_plugin import compat
+from vosti_plugin.kvcache.audit import KVCacheAuditError, ShadowAudit
+from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageKey, PrefixHitStats, rolling_hash
+from vosti_plugin.kvcache.request_pages import page_extras, page_tokens
+from vosti_plugin.kvcache.vllm_block_pool import VostiBlockPool
+
+
+class UnsupportedKVCacheLayout(ValueError):
+    """The model's KV cache groups are not ones vosti can share exactly (hybrid/mamba, mixed sizes)."""
+
+
+def _check_supported(stock: KVCacheManager) -> int:
+    managers = stock.coordinator.single_type_managers
+    for m in managers:
+        if type(m) not in (FullAttentionManager, SlidingWindowManager):
+            raise UnsupportedKVCacheLayout(
+                f"vosti KV cache supports full-attention and sliding-window groups only; group "
+                f"{m.kv_cache_group_id} uses {type(m).__name__} ({type(m.kv_cache_spec).__name__})"
+            )
+        if m.block_pool is not stock.block_pool:
+            raise UnsupportedKVCacheLayout("every KV cache group must share one block pool")
+    sizes = {m.block_size for m in managers}
+    if len(sizes) != 1:
+        raise UnsupportedKVCacheLayout(f"all KV cache groups need one block size, got {sorted(sizes)}")
+    (page_size,) = sizes
+    if stock.block_pool.hash_block_size != page_size:
+        raise UnsupportedKVCacheLayout("hash_block_size must equal the block size")
+    if getattr(stock, "use_eagle", False):
+        raise UnsupportedKVCacheLayout("speculative decoding (EAGLE block dropping) is not supported")
+    return page_size
+
+
+def _keep_whole_chain(manager) -> None:
+    """A sliding-window group keeps the pages below its window, so holders keep whole chains."""
+    manager.get_num_skipped_tokens = lambda num_computed_tokens: 0
+    compat.kv_manager_drop_admission_cap(manager)
+
+
+class VostiKVCacheManager(KVCacheManager):
+    page_cache: PageCache
+    shadow: ShadowAudit | None
+
+    @classmethod
+    def adopt(cls, stock: KVCacheManager, *, audit: bool = False, candidate_hash=rolling_hash):
+        """Turn a freshly built stock KVCacheManager into a vosti one (same blocks and coordinator)."""
+        page_size = _check_supported(stock)
+        self = cls.__new__(cls)
+        self.__dict__.update(stock.__dict__)
+        null_id = stock.block_pool.null_block.block_id
+        self.page_cache = PageCache(
+            num_pages=stock.block_pool.num_gpu_blocks,
+            page_size=page_size,
+            reserved=(null_id,),
+            candidate_hash=candidate_hash,
+        )
+        self.shadow = ShadowAudit(page_size) if audit else None
+        pool = VostiBlockPool(stock.block_pool, self.page_cache, self.shadow)
+        self.block_pool = pool
+        self.coordinator.block_pool = pool
+        for m in self.coordinator.single_type_managers:
+            m.block_pool = pool
+            if isinstance(m, SlidingWindowManager):
+                _keep_whole_chain(m)
+        self.enable_kv_cache_events = False
+        self._pending_write_tokens: list[tuple] = []
+        return self
+
+    @property
+    def page_size(self) -> int:
+        return self.page_cache.page_size
+
+    @property
+    def hit_stats(self) -> PrefixHitStats:
+        return self.page_cache.stats
+
+    def get_computed_blocks(self, request) -> tuple[KVCacheBlocks, int, int]:
+        if not self.enable_caching or request.skip_reading_prefix_cache:
+            return self.empty_kv_cache_blocks, 0, 0
+        # The last token is always computed (its logits are the output), never served from cache.
+        max_pages = (request.num_tokens - 1) // self.page_size
+        tokens = page_tokens(request, self.page_size, max_pages)
+        extras = page_extras(request, self.page_size, max_pages)
+        per_group = [
+            self.page_cache.lookup(g, tokens, extras, max_pages) for g in range(self.num_kv_cache_groups)
+        ]
+        num_pages = min(len(pages) for pages in per_group)
+        if self.shadow is not None:
+            for g, pages in enumerate(per_group):
+                parent = ROOT
+                for depth, p in enumerate(pages[:num_pages]):
+                    self.shadow.on_reuse(p, PageKey(g, parent, depth, tokens[depth], extras[depth]))
+                    parent = p
+        num_hit_tokens = num_pages * self.page_size
+        self.page_cache.stats.record(request.num_tokens, num_hit_tokens)
+        if self.log_stats and not compat.scheduler_records_prefix_stats():
+            self.prefix_cache_stats.record(
+                num_tokens=request.num_tokens,
+                num_hits=num_hit_tokens,
+                preempted=request.num_preemptions > 0,
+            )
+        blocks = tuple([self.block_pool.blocks[p] for p in pages[:num_pages]] for pages in per_group)
+        return self.create_kv_cache_blocks(blocks), num_hit_tokens, 0
+
+    def publish_step(self) -> list[int]:
+        """Called once per scheduler step after every lookup and allocation of the step."""
+        return self.block_pool.publish_staged()
+
+    def discard_staged(self) -> None:
+        self.page_cache.discard_staged()
+
+    # ---- audit of the slots a step writes ------------------------------------------------------
+
+    def audit_step_writes(self, num_scheduled_tokens: dict[str, int], requests: dict) -> None:
+        """Check every slot this step writes: private page, consistent lineage, one token per slot.
+
+        Runs after the scheduler advanced num_computed_tokens. A slot whose token is not known yet
+        (async scheduling) is checked once it is.
+        """
+        assert self.shadow is not None
+        pending, self._pending_write_tokens = self._pending_write_tokens, []
+        for entry in pending:
+            self._audit_slot(*entry)
+        for req_id, n in num_scheduled_tokens.items():
+            request = requests[req_id]
+            end = request.num_computed_tokens
+            start = end - n
+            if n <= 0 or start < 0:
+                continue
+            block_ids = self.get_block_ids(req_id)
+            last_page = (end - 1) // self.page_size
+            extras = page_extras(request, self.page_size, last_page + 1)
+            for g, ids in enumerate(block_ids):
+                for pos in range(start, end):
+                    d = pos // self.page_size
+                    if d >= len(ids):
+                        raise KVCacheAuditError(f"request {req_id}: slot {pos} has no page in group {g}")
+                    page = ids[d]
+                    if self.block_pool.blocks[page].is_null:
+                        raise KVCacheAuditError(f"request {req_id}: slot {pos} maps to the null page")
+                    if self.page_cache.is_registered(page):
+                        raise KVCacheAuditError(
+                            f"request {req_id} writes slot {pos} into registered page {page} (group {g})"
+                        )
+                    parent = ROOT if d == 0 else ids[d - 1]
+                    gen = self.shadow.generation(page)
+                    self._audit_slot(request, page, g, d, parent, extras[d], pos, gen)
+
+    def _audit_slot(self, request, page, group, depth, parent, extra, pos, gen) -> None:
+        if self.shadow.generation(page) != gen:
+            return  # the page was freed and handed out again before its token was known
+        if pos >= request.num_tokens:
+            if not request.is_finished():
+                self._pending_write_tokens.append((request, page, group, depth, parent, extra, pos, gen))
+            return
+        token = request.all_token_ids[pos]
+        self.shadow.on_write(page, group, depth, parent, extra, pos % self.page_size, token)
