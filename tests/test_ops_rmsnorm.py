@@ -1,0 +1,97 @@
+"""Batch-invariant RMSNorm / fused residual-add + RMSNorm (plain and Gemma (1 + w) weights)."""
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vosti_plugin.ops import rmsnorm
+
+# hidden of the tiny CPU model, qk-norm head dims, Gemma-like 2560, and one wider than a chunk
+HIDDEN = [128, 64, 256, 344, 2560, 9000]
+row_counts = st.one_of(st.integers(1, 16), st.integers(17, 512), st.sampled_from([1, 2, 63, 64, 65, 512]))
+
+
+def _inputs(seed, M, H):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(M, H, generator=g) * 3, torch.randn(M, H, generator=g),
+            torch.randn(H, generator=g) * 0.5 + 1)
+
+
+def _norm(kind, x, r, w):
+    if kind == "rms":
+        return (rmsnorm.rms_norm(x, w, 1e-6),)
+    if kind == "gemma":
+        return (rmsnorm.rms_norm(x, w, 1e-6, gemma=True),)
+    if kind == "no_weight":
+        return (rmsnorm.rms_norm(x, None, 1e-6),)
+    if kind == "fused":
+        return rmsnorm.fused_add_rms_norm(x, r, w, 1e-6)
+    return rmsnorm.fused_add_rms_norm(x, r, w, 1e-6, gemma=True)
+
+
+KINDS = ["rms", "gemma", "no_weight", "fused", "fused_gemma"]
+
+
+@settings(max_examples=15)
+@given(kind=st.sampled_from(KINDS), M=row_counts, H=st.sampled_from(HIDDEN), seed=st.integers(0, 2**31 - 1),
+       data=st.data())
+def test_rmsnorm_row_equals_single_row_result(kind, M, H, seed, data):
+    x, r, w = _inputs(seed, M, H)
+    full = _norm(kind, x, r, w)
+    for row in sorted({0, M - 1, data.draw(st.integers(0, M - 1))}):
+        single = _norm(kind, x[row : row + 1].clone(), r[row : row + 1].clone(), w)
+        for f, s in zip(full, single):
+            assert torch.equal(f[row].view(torch.int32), s[0].view(torch.int32)), f"{kind} row {row} of {M}"
+
+
+@settings(max_examples=6)
+@given(T=st.integers(1, 40), seed=st.integers(0, 2**31 - 1), gemma=st.booleans())
+def test_qk_norm_on_strided_head_view_equals_single_token(T, seed, gemma):
+    """Qwen3 / Gemma-3 qk-norm: RMSNorm over head_dim of a strided slice of the fused qkv output."""
+    heads, kv_heads, D = 4, 2, 64
+    qkv = torch.randn(T, (heads + 2 * kv_heads) * D, generator=torch.Generator().manual_seed(seed))
+    q = qkv[:, : heads * D].view(T, heads, D)
+    w = torch.randn(D)
+    full = rmsnorm.rms_norm(q, w, 1e-6, gemma=gemma)
+    assert full.shape == q.shape
+    t = T // 2
+    single = rmsnorm.rms_norm(q[t : t + 1], w, 1e-6, gemma=gemma)
+    assert torch.equal(full[t], single[0])
+
+
+def _reference(x, r, w, kind, eps=1e-6):
+    z = x.double() + (r.double() if kind.startswith("fused") else 0)
+    y = z / torch.sqrt((z * z).mean(-1, keepdim=True) + eps)
+    if kind in ("gemma", "fused_gemma"):
+        return y * (1 + w.double()), z
+    if kind == "no_weight":
+        return y, z
+    return y * w.double(), z
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("H", HIDDEN)
+def test_rmsnorm_matches_fp64_reference(kind, H):
+    # fp32 statistics over H elements: relative error of the normalized value is a few ulps
+    # (sum of squares ~ H * 2^-24 relative, halved by the sqrt) -> tolerance 1e-6 * (1 + H * 2^-24 * 8)
+    # relative to |y| plus 1e-6 absolute.
+    x, r, w = _inputs(5, 33, H)
+    got = _norm(kind, x, r, w)
+    y_ref, z_ref = _reference(x, r, w, kind)
+    tol = 1e-6 * (1 + 8 * H * 2.0**-24) * y_ref.abs() + 1e-6
+    assert ((got[0].double() - y_ref).abs() <= tol).all(), (got[0].double() - y_ref).abs().max()
+    if kind.startswith("fused"):
+        assert torch.equal(got[1], (x + r)), "residual out must be the fp32 sum x + residual"
+
+
+def test_inputs_are_not_modified():
+    x, r, w = _inputs(1, 5, 128)
+    x0, r0 = x.clone(), r.clone()
+    rmsnorm.fused_add_rms_norm(x, r, w, 1e-6)
+    assert torch.equal(x, x0) and torch.equal(r, r0)
+
+
+def test_config_is_a_function_of_hidden_only():
+    assert rmsnorm.select_config(4096) == rmsnorm.select_config(4096)
+    assert rmsnorm.select_config(2560).block == 4096
+    assert rmsnorm.select_config(128).block == 128
