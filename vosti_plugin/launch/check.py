@@ -16,7 +16,7 @@ from vosti_plugin.launch.obligations import Failure, LaunchRefused, evaluate_all
 
 logger = logging.getLogger("vosti")
 CERTIFICATE_ENV = "VOSTI_CERTIFICATE"
-_accepted: dict[LaunchFacts, dict] = {}
+_accepted: dict[str, dict] = {}
 
 
 def plugin_manager(extra_plugins=()) -> pluggy.PluginManager:
@@ -41,8 +41,9 @@ def run_check(facts: LaunchFacts, pm: pluggy.PluginManager | None = None) -> lis
 def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathLike | None = None) -> dict:
     """Refuse (raise LaunchRefused) or write and return the determinism certificate."""
     facts = facts_from_vllm_config(vllm_config)
-    if pm is None and facts in _accepted:
-        return _accepted[facts]
+    key = json.dumps(facts.to_dict(), sort_keys=True, default=str)
+    if pm is None and certificate_path is None and key in _accepted:
+        return _accepted[key]
     t0 = time.perf_counter()
     pm = pm or plugin_manager()
     failures = run_check(facts, pm)
@@ -58,7 +59,7 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(cert, indent=2, sort_keys=True))
     logger.info("vosti determinism certificate: %s", json.dumps(cert, sort_keys=True))
-    _accepted[facts] = cert
+    _accepted[key] = cert
     return cert
 
 

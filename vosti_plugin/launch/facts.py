@@ -15,6 +15,7 @@ class LaunchFacts:
     num_kv_heads: int
     num_layers: int
     hidden_size: int
+    intermediate_size: int
     vocab_size: int
     sliding_window: int | None
     page_size: int
@@ -73,6 +74,7 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
         num_kv_heads=mc.get_num_kv_heads(pc),
         num_layers=mc.get_num_layers(pc),
         hidden_size=mc.get_hidden_size(),
+        intermediate_size=int(getattr(hf, "intermediate_size", 0) or 0),
         vocab_size=mc.get_vocab_size(),
         sliding_window=window,
         page_size=cc.block_size,
