@@ -1,0 +1,291 @@
+"""Symbolic values of one program instance: integer linear forms, float element terms and tiles.
+
+A tile is a function from lane indices (Z3 integers, one per axis) to an element:
+  * int  -> `Lin`, a linear form whose keys are stride parameters (so a pointer offset can be split back
+            into coordinates) plus the unit key None;
+  * bool -> a Z3 boolean;
+  * ptr  -> `PtrElem`, the tensor and one Z3 coordinate per dimension;
+  * float-> an `FTerm`: floats are uninterpreted, so a float element is a term tree whose leaves are loads,
+            parameters, constants and loop states.  Two terms are equal when built by the same operations from
+            equal leaves; nothing is reassociated.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+import z3
+
+Z = z3.ArithRef
+
+
+def zkey(e: Any) -> Any:
+    return ("z", e.get_id()) if isinstance(e, z3.ExprRef) else e
+
+
+class Lin:
+    """sum(coeff[k] * k) + coeff[None]; keys are stride parameter names; coefficients are Z3 ints."""
+
+    __slots__ = ("terms",)
+
+    def __init__(self, terms: dict[Optional[str], Z]):
+        self.terms = {k: v for k, v in terms.items()}
+
+    @staticmethod
+    def const(e: Union[int, Z]) -> "Lin":
+        return Lin({None: z3.IntVal(e) if isinstance(e, int) else e})
+
+    def coeff(self, key: Optional[str]) -> Z:
+        return self.terms.get(key, z3.IntVal(0))
+
+    @property
+    def stride_keys(self) -> list[str]:
+        return [k for k in self.terms if k is not None]
+
+    def __add__(self, o: "Lin") -> "Lin":
+        t = dict(self.terms)
+        for k, v in o.terms.items():
+            t[k] = z3.simplify(t[k] + v) if k in t else v
+        return Lin(t)
+
+    def neg(self) -> "Lin":
+        return Lin({k: z3.simplify(-v) for k, v in self.terms.items()})
+
+    def __sub__(self, o: "Lin") -> "Lin":
+        return self + o.neg()
+
+    def scale(self, c: Z) -> "Lin":
+        return Lin({k: z3.simplify(v * c) for k, v in self.terms.items()})
+
+    def to_z3(self, stride_var: Callable[[str], Z]) -> Z:
+        acc = self.coeff(None)
+        for k in self.stride_keys:
+            acc = acc + self.terms[k] * stride_var(k)
+        return z3.simplify(acc)
+
+
+@dataclass(frozen=True, eq=False)
+class PtrElem:
+    tensor: str
+    side: str
+    coords: tuple[Z, ...]
+
+
+# -- float terms ---------------------------------------------------------------------------------------
+
+
+class FTerm:
+    line: int = 0
+
+    @property
+    def key(self) -> tuple:  # structural identity (Z3 ASTs are hash-consed, so get_id is structural)
+        k = self.__dict__.get("_key")
+        if k is None:
+            k = self._key()
+            object.__setattr__(self, "_key", k)
+        return k
+
+    def _key(self) -> tuple:
+        raise NotImplementedError
+
+
+def _fbits(v: float) -> bytes:
+    return struct.pack("<d", v)
+
+
+@dataclass(frozen=True, eq=False)
+class FConst(FTerm):
+    value: float
+    line: int = 0
+
+    def _key(self):
+        return ("const", _fbits(float(self.value)))
+
+    def same_value(self, other: "FConst") -> bool:
+        a, b = float(self.value), float(other.value)
+        return (math.isnan(a) and math.isnan(b)) or _fbits(a) == _fbits(b)
+
+
+@dataclass(frozen=True, eq=False)
+class FParam(FTerm):
+    name: str
+    side: str  # "L", "R" or "both" (listed in `same`)
+    line: int = 0
+
+    def _key(self):
+        return ("param", self.name, self.side)
+
+
+@dataclass(frozen=True, eq=False)
+class FUndef(FTerm):
+    what: str
+    line: int = 0
+
+    def _key(self):
+        return ("undef", id(self))
+
+
+@dataclass(frozen=True, eq=False)
+class FLoad(FTerm):
+    tensor: str
+    side: str
+    coords: tuple[Z, ...]
+    mask: Optional[z3.BoolRef]
+    other: Optional[FTerm]
+    line: int = 0
+
+    def _key(self):
+        return ("load", self.tensor, self.side, tuple(zkey(c) for c in self.coords), zkey(self.mask),
+                self.other.key if self.other is not None else None, self.line)
+
+
+@dataclass(frozen=True, eq=False)
+class FOp(FTerm):
+    op: str
+    args: tuple[FTerm, ...]
+    line: int = 0
+
+    def _key(self):
+        return ("op", self.op, tuple(a.key for a in self.args))
+
+
+@dataclass(frozen=True, eq=False)
+class FFromInt(FTerm):
+    value: Z
+    line: int = 0
+
+    def _key(self):
+        return ("fromint", zkey(self.value))
+
+
+@dataclass(frozen=True, eq=False)
+class FSelect(FTerm):
+    cond: Union[z3.BoolRef, FTerm]
+    a: FTerm
+    b: FTerm
+    line: int = 0
+
+    def _key(self):
+        c = self.cond.key if isinstance(self.cond, FTerm) else zkey(self.cond)
+        return ("select", c, self.a.key, self.b.key)
+
+
+@dataclass(frozen=True, eq=False)
+class FReduce(FTerm):
+    op: str  # sum max min dot
+    var: Z
+    extent: int
+    body: FTerm
+    line: int = 0
+
+    def _key(self):
+        return ("reduce", self.op, zkey(self.var), self.extent, self.body.key)
+
+
+@dataclass(frozen=True, eq=False)
+class FState(FTerm):
+    """Loop-carried variable `name` of loop `loop` at the start of iteration `k`, at `lanes`."""
+
+    loop: str
+    name: str
+    side: str
+    lanes: tuple[Z, ...]
+    line: int = 0
+
+    def _key(self):
+        return ("state", self.loop, self.name, self.side, tuple(zkey(x) for x in self.lanes))
+
+
+@dataclass(frozen=True, eq=False)
+class FLoopOut(FTerm):
+    """Loop-carried variable `name` after loop `loop`, at `lanes`."""
+
+    loop: str
+    name: str
+    side: str
+    lanes: tuple[Z, ...]
+    line: int = 0
+
+    def _key(self):
+        return ("out", self.loop, self.name, self.side, tuple(zkey(x) for x in self.lanes))
+
+
+def describe(t: FTerm) -> str:
+    if isinstance(t, FConst):
+        return repr(float(t.value))
+    if isinstance(t, FParam):
+        return t.name
+    if isinstance(t, FLoad):
+        return f"load {t.tensor} (line {t.line})"
+    if isinstance(t, FOp):
+        return f"{t.op}(...) (line {t.line})"
+    if isinstance(t, FSelect):
+        return f"where(...) (line {t.line})"
+    if isinstance(t, FReduce):
+        return f"{t.op}-reduction (line {t.line})"
+    if isinstance(t, FState):
+        return f"loop state {t.name}"
+    if isinstance(t, FLoopOut):
+        return f"{t.name} after the loop at line {t.loop.split('@')[0][4:]}"
+    if isinstance(t, FFromInt):
+        return f"int->float {t.value}"
+    if isinstance(t, FUndef):
+        return f"undefined value ({t.what})"
+    return type(t).__name__
+
+
+# -- tiles ---------------------------------------------------------------------------------------------
+
+Elem = Union[Lin, z3.BoolRef, PtrElem, FTerm]
+
+
+@dataclass(eq=False)
+class Tile:
+    kind: str  # int bool float fbool ptr dtype
+    shape: tuple[int, ...]
+    fn: Callable[[tuple], Elem]
+    concrete: Any = None  # Python value of a constexpr scalar
+    dtype: Optional[str] = None
+
+    def at(self, lanes: tuple) -> Elem:
+        return self.fn(tuple(lanes))
+
+
+def const_tile(v: Any) -> Tile:
+    if isinstance(v, bool):
+        return Tile("bool", (), lambda _l: z3.BoolVal(v), concrete=v)
+    if isinstance(v, int):
+        return Tile("int", (), lambda _l: Lin.const(v), concrete=v)
+    if isinstance(v, float):
+        return Tile("float", (), lambda _l: FConst(v), concrete=v, dtype="float32")
+    if isinstance(v, str):
+        return Tile("dtype", (), lambda _l: None, concrete=v)
+    raise TypeError(v)
+
+
+def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    n = max(len(a), len(b))
+    a2 = (1,) * (n - len(a)) + a
+    b2 = (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a2, b2):
+        if x != y and x != 1 and y != 1:
+            raise ValueError(f"shapes {a} and {b} do not broadcast")
+        out.append(max(x, y))
+    return tuple(out)
+
+
+def broadcast(t: Tile, shape: tuple[int, ...]) -> Tile:
+    if t.shape == shape:
+        return t
+    n, m = len(shape), len(t.shape)
+    src = t.shape
+    zero = z3.IntVal(0)
+
+    def fn(lanes, t=t, n=n, m=m, src=src):
+        sub = lanes[n - m:]
+        return t.fn(tuple(zero if s == 1 else x for s, x in zip(src, sub)))
+
+    return Tile(t.kind, shape, fn, None, t.dtype)
