@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-SUPPORTED_HEAD_DIMS: tuple[int, ...] = (64, 128, 256)
+SUPPORTED_HEAD_DIMS: tuple[int, ...] = (32, 64, 128, 256)  # 32: the bundled tiny CPU model
 SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
 SUPPORTED_PAGE_SIZES: tuple[int, ...] = (16, 32, 64)
 SUPPORTED_QUERIES_PER_KV: tuple[int, ...] = (1, 2, 4, 8, 16)
