@@ -63,6 +63,14 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
         for a, g in enumerate(grids[s]):
             p = z3.Int(f"pid{a}@{s}")
             hyps.append(z3.And(0 <= p, p < g))
+    base = Prover(hyps, timeout_ms)
+    for s in "LR":
+        for name, line, msg, goal_ in sides[s].obligations:
+            if not base.valid(goal_):
+                return done("failed", [Obligation(name, line, "failed",
+                                                  f"cannot prove that {msg} (needed to read the scan's result)")])
+            rep.obligations.append(Obligation(name, line, "proved", msg))
+        hyps += sides[s].axioms
     prover = Prover(hyps, timeout_ms)
     checker = Checker(prover, sides["L"], sides["R"], facts)
     ev = {s: SideEvaluator(kernel, contract, config, s, same) for s in "LR"}

@@ -329,6 +329,8 @@ class _Translator:
             return ir.DtypeOf(e.value.value.id, ln)
         if e.attr == "T":
             return ir.Trans(self.expr(e.value), ln)
+        if e.attr == "dtype":
+            return ir.TileDtype(self.expr(e.value), ln)
         raise self.fail(e, f"attribute {ast.unparse(e)!r}")
 
     def _args(self, call: ast.Call, names: list[str], required: int) -> list[ast.AST | None]:

@@ -140,6 +140,14 @@ class DtypeOf:
 
 
 @dataclass(frozen=True)
+class TileDtype:
+    """`x.dtype` of a local tile."""
+
+    x: "Expr"
+    line: int
+
+
+@dataclass(frozen=True)
 class IfExp:
     """Python `a if c else b` on scalars (constexpr or runtime)."""
 
@@ -150,7 +158,7 @@ class IfExp:
 
 
 Expr = Union[Const, Name, ProgramId, Arange, Full, BinOp, UnaryOp, Compare, Math, Where, Load, Reduce, Dot,
-             Trans, Subscript, Cast, DtypeOf, IfExp]
+             Trans, Subscript, Cast, DtypeOf, TileDtype, IfExp]
 
 # -- statements --------------------------------------------------------------------------------------
 

@@ -61,33 +61,46 @@ class NoopAnalysis:
             return a[1] == b[1] and self.p.valid(z3.And(*[x == y for x, y in zip(a[2], b[2])]), pc)
         return False
 
-    def eval(self, t: FTerm, loop: str, pc: tuple):
+    def is_zero(self, t: FTerm, pc: tuple) -> bool:
+        v = self.eval(t, None, pc)
+        return v[0] == "const" and v[1] == 0.0
+
+    def eval(self, t: FTerm, loop, pc: tuple, nn: frozenset = frozenset()):
+        """nn: keys of terms known not to be -inf (from an enclosing `where(x == -inf, ..., ...)`)."""
         if isinstance(t, FState) and t.loop == loop:
             return ("old", t.name, t.lanes)
         if isinstance(t, FConst):
             return _const(float(t.value))
         if isinstance(t, FSelect):
             if isinstance(t.cond, FTerm):
-                va, vb = self.eval(t.a, loop, pc), self.eval(t.b, loop, pc)
+                nb = nn
+                c = t.cond
+                if isinstance(c, FOp) and c.op == "eq" and len(c.args) == 2:
+                    x, y = c.args
+                    if isinstance(y, FConst) and y.value == -math.inf:
+                        nb = nn | {x.key}
+                    elif isinstance(x, FConst) and x.value == -math.inf:
+                        nb = nn | {y.key}
+                va, vb = self.eval(t.a, loop, pc, nn), self.eval(t.b, loop, pc, nb)
                 return va if self.same(va, vb, pc) else ("top", t.line, "a float-predicated select whose "
                                                                         "branches differ")
             c = t.cond
             if not self.p.possible(pc + (c,)):
-                return self.eval(t.b, loop, pc + (z3.Not(c),))
+                return self.eval(t.b, loop, pc + (z3.Not(c),), nn)
             if not self.p.possible(pc + (z3.Not(c),)):
-                return self.eval(t.a, loop, pc + (c,))
-            va, vb = self.eval(t.a, loop, pc + (c,)), self.eval(t.b, loop, pc + (z3.Not(c),))
+                return self.eval(t.a, loop, pc + (c,), nn)
+            va, vb = self.eval(t.a, loop, pc + (c,), nn), self.eval(t.b, loop, pc + (z3.Not(c),), nn)
             if self.same(va, vb, pc):
                 return va
             return ("top", t.line, "tl.where's condition is not decided for the skipped iteration "
                                    "(the mask is not provably all-false on the selected row)")
         if isinstance(t, FLoad):
             if t.mask is not None and not self.p.possible(pc + (t.mask,)):
-                return self.eval(t.other, loop, pc) if t.other is not None else ("top", t.line, "undefined load")
+                return self.eval(t.other, loop, pc, nn) if t.other is not None else ("top", t.line, "undefined load")
             return ("top", t.line, f"data loaded from {t.tensor}")
         if isinstance(t, FReduce):
             j = t.var
-            body = self.eval(t.body, loop, pc + (z3.And(0 <= j, j < t.extent),))
+            body = self.eval(t.body, loop, pc + (z3.And(0 <= j, j < t.extent),), nn)
             if body[0] == "const" and t.op in ("max", "min"):
                 return body
             if body[0] == "const" and t.op == "sum" and _bits(body[1]) == _bits(0.0):
@@ -95,7 +108,10 @@ class NoopAnalysis:
             return ("top", t.line, f"a {t.op}-reduction over values that are not a known constant"
                     + (f" ({body[2]})" if body[0] == "top" else ""))
         if isinstance(t, FOp):
-            return self.op(t, [self.eval(a, loop, pc) for a in t.args])
+            args = [self.eval(a, loop, pc, nn) for a in t.args]
+            if t.op == "sub" and args[0][0] == "const" and args[0][1] == -math.inf and t.args[1].key in nn:
+                return ("const", -math.inf)  # -inf - x = -inf for x != -inf (x not NaN: data assumed finite)
+            return self.op(t, args)
         return ("top", t.line, describe(t))
 
     def op(self, t: FOp, args):

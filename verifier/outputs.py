@@ -173,7 +173,12 @@ class OutputGoals:
                     b = z3.simplify(f1 - f0)
                     if not z3.is_int_value(b) or b.as_long() <= 0 or not z3.eq(z3.simplify(f2 - f1), b):
                         continue
-                    sub.append((v, z3.simplify((e - f0) / b) if b.as_long() != 1 else z3.simplify(e - f0)))
+                    lp = next((lp for lp in w.store.loops if lp.k.eq(v)), None)
+                    if lp is not None:  # a loop counter: start + multiple of its step
+                        step = lp.step * b.as_long()
+                        sub.append((v, z3.simplify(lp.start + ((e - f0 - lp.start * b) / step) * lp.step)))
+                    else:
+                        sub.append((v, z3.simplify((e - f0) / b) if b.as_long() != 1 else z3.simplify(e - f0)))
                     progress = True
                     break
             if not progress:

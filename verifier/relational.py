@@ -138,13 +138,53 @@ class Checker:
                 raise self.mismatch(a, b)
             j = a.var
             rng = z3.And(0 <= j, j < a.extent)
-            self.eq(a.body, b.body, pc + (rng, b.var == j))
+            inner = pc + (rng, b.var == j)
+            if a.op in ("sum", "dot") and isinstance(a.body, FOp) and isinstance(b.body, FOp) \
+                    and a.body.op == b.body.op == "mul":
+                self.eq_product(a.body, b.body, inner, 0)
+            else:
+                self.eq(a.body, b.body, inner)
             return
         if isinstance(a, FState):
             return self.eq_state(a, b, pc)
         if isinstance(a, FLoopOut):
             return self.eq_loop_out(a, b, pc)
         raise self.mismatch(a, b)  # pragma: no cover
+
+    def eq_product(self, a: FOp, b: FOp, pc: tuple, depth: int) -> None:
+        """A product inside a sum/dot whose first factor is exactly 0 on both sides contributes a zero
+        whatever the other factor (trusted: loaded K/V data are finite), so that factor is not compared."""
+        if self.noop.is_zero(a.args[0], pc) and self.noop.is_zero(b.args[0], pc):
+            self.ok("read-equal-region", a.line, "a factor is exactly 0 on both sides (masked); the other is unused")
+            return
+        if depth < 3:
+            c = self.undecided(a.args[0], pc) or self.undecided(b.args[0], pc)
+            if c is not None:
+                for cc in (c, z3.Not(c)):
+                    if self.p.possible(pc + (cc,)):
+                        self.eq_product(a, b, pc + (cc,), depth + 1)
+                return
+        self.eq(a, b, pc)
+
+    def undecided(self, t: FTerm, pc: tuple, budget: list | None = None):
+        budget = budget if budget is not None else [40]
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        if isinstance(t, FSelect):
+            if not isinstance(t.cond, FTerm):
+                if self.p.possible(pc + (t.cond,)) and self.p.possible(pc + (z3.Not(t.cond),)):
+                    return t.cond
+            for x in (t.a, t.b):
+                c = self.undecided(x, pc, budget)
+                if c is not None:
+                    return c
+        if isinstance(t, FOp):
+            for x in t.args:
+                c = self.undecided(x, pc, budget)
+                if c is not None:
+                    return c
+        return None
 
     def mismatch(self, a: FTerm, b: FTerm) -> Failed:
         return self.fail("same-operation", a.line or b.line,

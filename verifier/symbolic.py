@@ -27,6 +27,11 @@ def fresh_int(prefix: str) -> z3.ArithRef:
     return z3.Int(f"{prefix}{next(_fresh)}")
 
 
+def red_var(line: int, side: str, lanes: tuple) -> z3.ArithRef:
+    """The bound variable of a reduction: a function of where it is, so equal terms get equal keys."""
+    return z3.Int(f"_r{line}@{side}#" + "_".join(str(z3.simplify(l).sexpr()) for l in lanes))
+
+
 @dataclass(eq=False)
 class LoopInfo:
     id: str
@@ -68,6 +73,13 @@ class SideResult:
     loops: dict[str, LoopInfo]
     pids: tuple[z3.ArithRef, ...]
     variables: dict[str, z3.ArithRef] = field(default_factory=dict)
+    axioms: list = field(default_factory=list)  # facts about counting scans (hold once obligations do)
+    obligations: list = field(default_factory=list)  # (name, line, message, z3 goal)
+
+
+def _consts(e: z3.ExprRef) -> set:
+    from verifier.smt import free_consts
+    return set(free_consts(e))
 
 
 def _is_zero(e: z3.ArithRef) -> bool:
@@ -96,6 +108,9 @@ class SideEvaluator:
                         self.strides.setdefault(s, (name, d))
         self.int_fns: dict[str, z3.FuncDeclRef] = {}
         self.pids: dict[int, z3.ArithRef] = {}
+        self.counts: dict[int, tuple] = {}
+        self.axioms: list = []
+        self.obligations: list = []
 
     # -- names ---------------------------------------------------------------------------------------
     def var(self, name: str) -> z3.ArithRef:
@@ -136,7 +151,7 @@ class SideEvaluator:
                 self.env[p.name] = Tile("int", (), lambda _l, v=v: Lin.const(v))
         self.block(self.k.body)
         return SideResult(self.side, self.stores, self.loops,
-                          tuple(self.pids[a] for a in sorted(self.pids)))
+                          tuple(self.pids[a] for a in sorted(self.pids)), {}, self.axioms, self.obligations)
 
     def stride_var(self, key: str) -> z3.ArithRef:
         return self.var(key)
@@ -270,6 +285,7 @@ class SideEvaluator:
 
         state_shapes = {n: inits[n].shape for n in floats}
         deltas: dict[str, Any] = {}
+        counting: dict[str, tuple] = {}
         for attempt in range(3):
             info = LoopInfo(loop_id, self.side, k, start, stop, step, {}, self.alive, s.line,
                             tuple(self.loop_stack))
@@ -278,6 +294,8 @@ class SideEvaluator:
                 overrides[n] = Tile("float", state_shapes[n],
                                     lambda l, n=n: FState(loop_id, n, self.side, tuple(l)), dtype=inits[n].dtype)
             final = attempt > 0 or not others
+            for n in counting:
+                overrides[n] = inits[n]
             for n in others:
                 if attempt == 0:
                     overrides[n] = inits[n]
@@ -296,7 +314,12 @@ class SideEvaluator:
                 continue
             if attempt == 0 and others:
                 for n in others:
-                    deltas[n] = self.delta(inits[n], after[n], s.line, n, k)
+                    cnt = self.counting(inits[n], after[n])
+                    if cnt is not None:
+                        counting[n] = cnt
+                    else:
+                        deltas[n] = self.delta(inits[n], after[n], s.line, n, k)
+                others = [n for n in others if n not in counting]
                 continue
             for n in others:
                 self.check_induction(inits[n], deltas[n], it, after[n], s.line, n)
@@ -313,6 +336,42 @@ class SideEvaluator:
                                lambda l, n=n: FLoopOut(loop_id, n, self.side, tuple(l)), dtype=inits[n].dtype)
         for n in others:
             self.env[n] = self.affine(inits[n], deltas[n], n_iter)
+        for n, cnt in counting.items():
+            self.env[n] = self.count_result(inits[n], cnt, k, start, step, n_iter, s.line, n)
+
+    def counting(self, init: Tile, nxt: Tile) -> Optional[tuple]:
+        """`v += tl.sum(pred.to(int32))` in a loop: the registered count, else None."""
+        if init.kind != "int" or init.shape or nxt.shape:
+            return None
+        d = z3.simplify(self.z(nxt) - self.z(init))
+        hit = self.counts.get(d.get_id())
+        if hit is not None and z3.eq(hit[0], d):
+            return hit
+        return None
+
+    def count_result(self, init: Tile, cnt: tuple, k, start, step: int, n_iter, line: int, name: str) -> Tile:
+        """The number of indices i in the scanned range with pred(i); sound when pred holds on a prefix of
+        the range (proved as obligation `count-scan`)."""
+        c, j, pred, extent, _ = cnt
+        if extent != step:
+            raise self.fail(line, f"counting loop {name}: the tile width must equal the loop step")
+        i = z3.Int(f"_i{line}@{self.side}")
+        p_i = z3.simplify(z3.substitute(pred, (j, i - k)))
+        if str(k) in {str(x) for x in _consts(p_i)}:
+            raise self.fail(line, f"counting loop {name}: the predicate must depend on chunk + lane only")
+        total = z3.Int(f"_count{line}@{self.side}")
+        hi = start + n_iter * step
+        rng = lambda x: z3.And(start <= x, x < hi)  # noqa: E731
+        pi = lambda x: z3.substitute(p_i, (i, x))  # noqa: E731
+        i1, i2 = z3.Int(f"_i1_{line}@{self.side}"), z3.Int(f"_i2_{line}@{self.side}")
+        self.obligations.append(("count-scan", line, f"the predicate counted into {name} holds on a prefix",
+                                 z3.Implies(z3.And(rng(i1), rng(i2), i1 < i2, pi(i2)), pi(i1))))
+        self.axioms += [0 <= total, total <= n_iter * step,
+                        z3.ForAll([i], z3.Implies(rng(i), pi(i) == (i < start + total))),
+                        z3.Implies(total >= 1, pi(start + total - 1)),
+                        z3.Implies(total < n_iter * step, z3.Not(pi(start + total)))]
+        base = self.z(init)
+        return Tile("int", (), lambda _l: Lin.const(base + total))
 
     def run_body(self, s: ir.For, info: LoopInfo, k, overrides: dict[str, Tile], record: bool) -> dict[str, Tile]:
         saved_env, saved_rec, saved_alive = dict(self.env), self.recording, self.alive
@@ -422,6 +481,14 @@ class SideEvaluator:
         if not isinstance(spec, TensorSpec):
             raise self.fail(e.line, f"{e.param}.dtype of a non-tensor")
         return const_tile(spec.dtype)
+
+    def e_TileDtype(self, e: ir.TileDtype) -> Tile:
+        x = self.expr(e.x)
+        if x.kind == "float":
+            return const_tile(x.dtype or "float32")
+        if x.kind == "ptr":
+            return const_tile(self.c.tensors[x.dtype].dtype)
+        return const_tile("int32")
 
     def e_IfExp(self, e: ir.IfExp) -> Tile:
         c = self.expr(e.cond)
@@ -660,12 +727,24 @@ class SideEvaluator:
         out_shape = x.shape[:ax] + x.shape[ax + 1:]
         if x.kind == "float":
             def ffn(l):
-                j = fresh_int(f"_r{e.line}@{self.side}#")
+                j = red_var(e.line, self.side, tuple(l))
                 return FReduce(e.op, j, extent, x.at(tuple(l[:ax]) + (j,) + tuple(l[ax:])), e.line)
             return Tile("float", out_shape, ffn, dtype=x.dtype)
+        if x.kind in ("bool", "int") and e.op == "sum" and len(x.shape) == 1:
+            j = red_var(e.line, self.side, ())
+            inner = x.at((j,))
+            if isinstance(inner, Lin):
+                zi = z3.simplify(inner.to_z3(self.stride_var))
+                if z3.is_app_of(zi, z3.Z3_OP_ITE) and z3.eq(zi.arg(1), z3.IntVal(1)) and z3.eq(zi.arg(2), z3.IntVal(0)):
+                    inner = zi.arg(0)
+                else:
+                    raise self.fail(e.line, "tl.sum of an integer tile that is not a 0/1 mask")
+            c = fresh_int(f"_cnt{e.line}@{self.side}#")
+            self.counts[c.get_id()] = (c, j, inner, x.shape[0], e.line)
+            return Tile("int", (), lambda _l: Lin.const(c))
         if x.kind in ("bool", "int") and e.op in ("max", "min"):
             def bfn(l):
-                j = fresh_int(f"_r{e.line}@{self.side}#")
+                j = red_var(e.line, self.side, tuple(l))
                 lanes = tuple(l[:ax]) + (j,) + tuple(l[ax:])
                 inner = x.at(lanes)
                 if isinstance(inner, Lin):
@@ -690,7 +769,7 @@ class SideEvaluator:
         acc = broadcast(self.expr(e.acc), shape) if e.acc is not None else None
 
         def fn(l):
-            j = fresh_int(f"_r{e.line}@{self.side}#")
+            j = red_var(e.line, self.side, tuple(l))
             red = FReduce("dot", j, kdim, FOp("mul", (self.fterm(a, (l[0], j)), self.fterm(b, (j, l[1]))), e.line),
                           e.line)
             if acc is not None:
