@@ -138,3 +138,13 @@ def test_a_different_reduction_order_is_visible_in_the_bits():
     c1 = matmul.launch_matmul(a, w.t(), None, torch.empty(64, 128), base)
     c2 = matmul.launch_matmul(a, w.t(), None, torch.empty(64, 128), other)
     assert not torch.equal(c1, c2)
+
+
+def test_tall_split_k_gemm_in_row_chunks_gives_the_same_bits(monkeypatch):
+    """Split-K bounds its fp32 workspace by running tall GEMMs in row chunks; rows must not notice."""
+    a, w, bias = _operands(5, 150, 96, 200, with_bias=True)
+    config = SPLIT_CONFIGS[0]
+    whole = matmul.launch_matmul(a, w.t(), bias, torch.empty(150, 96), config)
+    monkeypatch.setattr(matmul, "_SPLIT_WORKSPACE_ELEMS", config.split_k * 96 * 32)  # 32-row chunks
+    chunked = matmul.launch_matmul(a, w.t(), bias, torch.empty(150, 96), config)
+    assert torch.equal(whole, chunked)

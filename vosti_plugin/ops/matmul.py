@@ -51,7 +51,7 @@ _B16_WIDE = dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
 # CPU (Triton interpreter, fp32): few, large programs are what make the interpreter fast.
 _F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
 
-_TARGET_PROGRAMS = 4 * 132  # H200 SMs; more programs than SMs hides the tail of the last wave
+_TARGET_PROGRAMS = 2 * 132  # two programs per H200 SM: enough bytes in flight to stream the weights
 _MIN_K_PER_SPLIT = 512
 
 
@@ -230,6 +230,7 @@ def splitk_combine_kernel(
 
 _COMBINE_BLOCK_M = 16
 _COMBINE_BLOCK_N = 128
+_SPLIT_WORKSPACE_ELEMS = 1 << 28  # 1 GiB of fp32 partials at most
 
 
 def _dot_precision(dtype: torch.dtype) -> str:
@@ -273,23 +274,28 @@ def launch_matmul(
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
         return out
-    part = torch.empty((config.split_k, M, N), device=a.device, dtype=torch.float32)
-    mm_splitk_partial_kernel[tiles + (config.split_k,)](
-        a, b, part,
-        M, N, K, config.k_per_split(K),
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-        DOT_PRECISION=precision,
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-        num_warps=config.num_warps, num_stages=config.num_stages,
-    )
-    combine_tiles = (triton.cdiv(M, _COMBINE_BLOCK_M), triton.cdiv(N, _COMBINE_BLOCK_N))
-    splitk_combine_kernel[combine_tiles](
-        part, bias if bias is not None else out, out,
-        M, N, out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
-        BLOCK_M=_COMBINE_BLOCK_M, BLOCK_N=_COMBINE_BLOCK_N,
-        num_warps=4,
-    )
+    # Rows are independent, so a tall GEMM runs in row chunks: the fp32 partials stay bounded and no
+    # row's arithmetic changes (its chunk only decides which launch it is in).
+    chunk = max(config.block_m, (_SPLIT_WORKSPACE_ELEMS // (config.split_k * N)) // config.block_m * config.block_m)
+    part = torch.empty((config.split_k, min(M, chunk), N), device=a.device, dtype=torch.float32)
+    for m0 in range(0, M, chunk):
+        a_rows, out_rows = a[m0 : m0 + chunk], out[m0 : m0 + chunk]
+        rows = a_rows.shape[0]
+        mm_splitk_partial_kernel[(triton.cdiv(rows, config.block_m), tiles[1], config.split_k)](
+            a_rows, b, part,
+            rows, N, K, config.k_per_split(K),
+            a_rows.stride(0), a_rows.stride(1), b.stride(0), b.stride(1),
+            DOT_PRECISION=precision,
+            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+            num_warps=config.num_warps, num_stages=config.num_stages,
+        )
+        splitk_combine_kernel[(triton.cdiv(rows, _COMBINE_BLOCK_M), triton.cdiv(N, _COMBINE_BLOCK_N))](
+            part, bias if bias is not None else out_rows, out_rows,
+            rows, N, out_rows.stride(0), out_rows.stride(1),
+            HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
+            BLOCK_M=_COMBINE_BLOCK_M, BLOCK_N=_COMBINE_BLOCK_N,
+            num_warps=4,
+        )
     return out
 
 
