@@ -32,7 +32,7 @@ def run_demo(model: str | None = None, max_tokens: int = 8, console: Console | N
     console = console or Console()
     model = model or str(ensure_tiny_model())
     console.print(f"[bold]vosti demo[/] model={model} device={'GPU' if has_gpu() else 'CPU'}")
-    llm = build_llm(model, max_num_batched_tokens=64)   # small budget: batched prompts are also chunked
+    llm = build_llm(model, max_num_batched_tokens=16)   # small budget: longer prompts are prefilled in chunks
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=20)

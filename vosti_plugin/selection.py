@@ -66,6 +66,9 @@ def prepare_engine_args(engine_args) -> None:
 def activate(vllm_config) -> None:
     """Called once the final config is known in the process that built it."""
     os.environ[ACTIVE_ENV] = "1"
+    from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
+
+    ensure_interpreter_without_gpu()   # before the check imports any kernel module
     from vosti_plugin.launch.check import check_launch_or_raise
 
     check_launch_or_raise(vllm_config)
