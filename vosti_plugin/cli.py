@@ -28,6 +28,49 @@ def demo(
     console.print(f"[green]PASS[/]: {len(rows)}/{len(rows)} prompts bitwise equal alone and batched")
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def verify(
+    ctx: typer.Context,
+    kernel: Optional[str] = typer.Option(None, help="only this kernel (default: every shipped kernel)"),
+    json_path: Optional[Path] = typer.Option(None, "--json", help="also write the results as JSON"),
+    model: Optional[str] = typer.Option(None, help="check this model's launch (extra args go to vLLM)"),
+) -> None:
+    """Prove every shipped kernel x config x contract; with --model, also run the launch check offline."""
+    import json
+
+    from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
+
+    ensure_interpreter_without_gpu()
+    failed = False
+    if model is None or kernel is not None:
+        from rich.progress import Progress
+
+        from verifier.api import results_json, results_table, verify_catalog
+
+        with Progress(console=console, transient=True) as progress:
+            results = verify_catalog(kernel=kernel, progress=progress)
+        console.print(results_table(results))
+        failed |= any(r.status != "proved" for r in results)
+        if json_path:
+            json_path.write_text(json.dumps(results_json(results), indent=2))
+    if model is not None:
+        from rich.table import Table
+
+        from vosti_plugin.launch.offline import check_model
+
+        facts, statuses = check_model(model, list(ctx.args))
+        table = Table(title=f"launch obligations for {model} ({facts.dtype}, page {facts.page_size})")
+        for col in ("obligation", "status", "detail"):
+            table.add_column(col)
+        for st in statuses:
+            table.add_row(st.name, "[green]holds[/]" if st.ok else "[red]FAILED[/]",
+                          st.description if st.ok else f"{st.reason} -> fix: {st.fix}")
+        console.print(table)
+        failed |= not all(st.ok for st in statuses)
+    if failed:
+        raise typer.Exit(1)
+
+
 @app.command()
 def model(path: Optional[Path] = typer.Argument(None, help="where to write it (default: cache dir)")) -> None:
     """Create (if needed) the bundled tiny model and print its path."""
