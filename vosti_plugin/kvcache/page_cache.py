@@ -49,6 +49,7 @@ class PrefixHitStats:
     hits: int = 0
     query_tokens: int = 0
     hit_tokens: int = 0
+    evictions: int = 0
 
     def record(self, num_query_tokens: int, num_hit_tokens: int) -> None:
         self.queries += 1
@@ -288,6 +289,7 @@ class PageCache:
             if self._leaves.get(p) == tick:
                 del self._leaves[p]
                 self._unregister_leaf(p)
+                self.stats.evictions += 1
                 return p
         raise PageCacheError(
             "no evictable leaf although unreferenced registered pages exist: a holder of a page "

@@ -23,6 +23,11 @@ class VostiScheduler(compat.scheduler_base()):
             raise ValueError(f"vosti schedules first-come-first-served; got policy={policy!r}")
         self.vosti_audit = audit_requested(getattr(self.vllm_config, "additional_config", None))
         self.kv_cache_manager = VostiKVCacheManager.adopt(self.kv_cache_manager, audit=self.vosti_audit)
+        self.vosti_num_preemptions = 0
+
+    def _preempt_request(self, request, *args, **kwargs) -> None:
+        self.vosti_num_preemptions += 1
+        super()._preempt_request(request, *args, **kwargs)
 
     def schedule(self, *args, **kwargs):
         manager: VostiKVCacheManager = self.kv_cache_manager
