@@ -5,7 +5,8 @@
 Sections (each isolated: a failure is recorded in the JSON and the next section still runs):
   1. invariance: for M in 1..512 (and a 4096-row prefill batch), every row of an M-row launch must equal,
      bit for bit, the 1-row launch of that row -- mm / linear(+bias) on the Llama-3.1-8B GEMM shapes,
-     RMSNorm / fused add+RMSNorm / Gemma (1+w), log_softmax / softmax / mean; plus fp32 (ieee) mm.
+     RMSNorm / fused add+RMSNorm / Gemma (1+w), SiLU / GELU-tanh and-mul, log_softmax / softmax / mean;
+     plus fp32 (ieee) mm.
   2. accuracy: bf16 GEMMs vs an fp64 reference (bound: e + 2^-8 (|ref| + e), e = 2 K 2^-24 (|a| @ |b|)).
   3. compile: torch.compile(dynamic) of the vosti custom ops equals eager bit for bit.
   4. bench: per-GEMM time at M = 1, 4, 16, 64, 512, 4096 for Llama-3.1-8B shapes, vosti vs
@@ -40,6 +41,7 @@ LLAMA_SHAPES = {  # name: (N, K)
 }
 BENCH_M = [1, 4, 16, 64, 512, 4096]
 NORM_HIDDEN = (4096, 2560, 128, 256)
+ACT_WIDTHS = (14336, 10240)
 VOCABS = (128256, 262208)
 PREFILL_ROWS = 4096
 DEVICE = "cuda"
@@ -49,11 +51,12 @@ SWEEP_M = (1, 16, 4096)
 def _use_cpu_smoke() -> None:
     """--cpu-smoke: the same code paths on CPU through the Triton interpreter with tiny shapes, to
     check this script's logic without a GPU (timings there mean nothing)."""
-    global LLAMA_SHAPES, BENCH_M, NORM_HIDDEN, VOCABS, PREFILL_ROWS, DEVICE, SWEEP_M
+    global LLAMA_SHAPES, BENCH_M, NORM_HIDDEN, VOCABS, PREFILL_ROWS, DEVICE, SWEEP_M, ACT_WIDTHS
     os.environ["TRITON_INTERPRET"] = "1"
     LLAMA_SHAPES = {"qkv": (384, 128), "o": (128, 128), "gate_up": (688, 128), "down": (128, 344), "lm_head": (512, 128)}
     BENCH_M = [1, 16, 64]
     NORM_HIDDEN = (128, 344)
+    ACT_WIDTHS = (256, 1000)
     VOCABS = (512, 5000)
     PREFILL_ROWS = 96
     DEVICE = "cpu"
@@ -159,6 +162,12 @@ def section_invariance(report: Report, quick: bool) -> bool:
         both = torch.cat([pool, res_pool], dim=1)  # rows carry (x, residual) together
         record(f"fused_add_rms_norm_{H}", _check_rows(
             lambda xr: torch.cat(rmsnorm.fused_add_rms_norm(xr[:, :H], xr[:, H:], wn, 1e-5), dim=1), both, ms, gen))
+    from vosti_plugin.ops import activation
+
+    for d in ACT_WIDTHS:
+        pool = (torch.randn(pool_rows, 2 * d, device=dev) * 3).bfloat16()
+        record(f"silu_and_mul_{d}", _check_rows(activation.silu_and_mul, pool, ms, gen))
+        record(f"gelu_tanh_and_mul_{d}", _check_rows(activation.gelu_tanh_and_mul, pool, ms, gen))
     for V in VOCABS:
         pool = (torch.randn(min(pool_rows, 128), V, device=dev) * 3).bfloat16()
         record(f"log_softmax_{V}", _check_rows(lambda x: softmax.log_softmax(x.float()), pool, [m for m in ms if m <= 128], gen))

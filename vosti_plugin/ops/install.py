@@ -15,8 +15,11 @@ Two layers, both undone by `disable()`:
   lm_head path (`torch.mm(out_dtype=fp32)`) and any stray eager matmul. Inputs our kernels do not
   take (other dtypes, non-2-D mm) go to the stock `.out` overload, which this table leaves alone.
 
-Activations (SiluAndMul, GeluAndMul tanh), rotary embedding, embedding lookup and residual adds are
-per-element or per-row gathers: no cross-row reduction, so they are row invariant as they stand.
+  `SiluAndMul.forward` and `GeluAndMul.forward` (approximate="tanh") call `torch.ops.vosti.act_and_mul`:
+  per element, yet PyTorch's CPU elementwise kernels are not bitwise row invariant (see activation.py).
+
+Rotary embedding, embedding lookup and residual adds are per-element or per-row gathers with no
+transcendental tail paths: no cross-row reduction, so they are left as they are.
 """
 from __future__ import annotations
 
@@ -177,8 +180,25 @@ def _gemma_rms_norm_forward(stock):
     return forward
 
 
+def _silu_and_mul_forward(stock):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.vosti.act_and_mul(x, "silu")
+
+    return forward
+
+
+def _gelu_and_mul_forward(stock):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if getattr(self, "approximate", "none") != "tanh":
+            return stock(self, x)
+        return torch.ops.vosti.act_and_mul(x, "gelu_tanh")
+
+    return forward
+
+
 def _vllm_patches() -> list[tuple[type, str, object]]:
     """(class, attribute, replacement-maker) for every vLLM entry point we take over."""
+    from vllm.model_executor.layers.activation import GeluAndMul, SiluAndMul
     from vllm.model_executor.layers.layernorm import GemmaRMSNorm, RMSNorm
     from vllm.model_executor.layers.linear import UnquantizedLinearMethod
     from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
@@ -190,6 +210,8 @@ def _vllm_patches() -> list[tuple[type, str, object]]:
         (UnquantizedEmbeddingMethod, "process_weights_after_loading", _keep_plain_weight),
         (RMSNorm, "forward", _rms_norm_forward),
         (GemmaRMSNorm, "forward", _gemma_rms_norm_forward),
+        (SiluAndMul, "forward", _silu_and_mul_forward),
+        (GeluAndMul, "forward", _gelu_and_mul_forward),
     ]
 
 

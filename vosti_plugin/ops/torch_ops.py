@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from vosti_plugin.ops import matmul, rmsnorm
+from vosti_plugin.ops import activation, matmul, rmsnorm
 from vosti_plugin.ops.calls import calls
 
-__all__ = ["fused_add_rms_norm", "linear", "rms_norm"]
+__all__ = ["act_and_mul", "fused_add_rms_norm", "linear", "rms_norm"]
 
 
 @torch.library.custom_op("vosti::linear", mutates_args=())
@@ -51,3 +51,15 @@ def _fused_add_rms_norm_fake(x, residual, weight, eps, gemma):
         torch.empty_like(x, memory_format=torch.contiguous_format),
         torch.empty_like(residual, memory_format=torch.contiguous_format),
     )
+
+
+@torch.library.custom_op("vosti::act_and_mul", mutates_args=())
+def act_and_mul(x: torch.Tensor, act: str) -> torch.Tensor:
+    """act is "silu" or "gelu_tanh"."""
+    calls["act_and_mul"] += 1
+    return activation.silu_and_mul(x) if act == "silu" else activation.gelu_tanh_and_mul(x)
+
+
+@act_and_mul.register_fake
+def _act_and_mul_fake(x, act):
+    return x.new_empty((*x.shape[:-1], x.shape[-1] // 2))
