@@ -47,13 +47,19 @@ def tiny_llama(tmp_path_factory) -> str:
     return str(out)
 
 
-def _make_llm(model: str, **overrides):
+SCHEDULING = {
+    "sync": dict(scheduler_cls=SCHEDULER, async_scheduling=False),
+    "async": dict(scheduler_cls="vosti_plugin.scheduler.VostiAsyncScheduler", async_scheduling=True),
+}
+
+
+def _make_llm(model: str, scheduling: str = "sync", **overrides):
     from vllm import LLM
 
     kwargs = dict(
         model=model,
         skip_tokenizer_init=True,
-        scheduler_cls=SCHEDULER,
+        **SCHEDULING[scheduling],
         enable_prefix_caching=True,
         block_size=PAGE,
         logprobs_mode="raw_logits",
@@ -68,17 +74,19 @@ def _make_llm(model: str, **overrides):
     return LLM(**kwargs)
 
 
-@pytest.fixture(scope="module")
-def llm(tiny_llama):
-    engine = _make_llm(tiny_llama)
+@pytest.fixture(scope="module", params=sorted(SCHEDULING))
+def llm(tiny_llama, request):
+    engine = _make_llm(tiny_llama, request.param)
     yield engine
     del engine
 
 
-@pytest.fixture(scope="module")
-def tight_llm(tiny_llama):
+@pytest.fixture(scope="module", params=sorted(SCHEDULING))
+def tight_llm(tiny_llama, request):
     """Few pages and a small token budget: long requests force eviction, preemption, chunking."""
-    engine = _make_llm(tiny_llama, num_gpu_blocks_override=20, max_num_batched_tokens=96, max_model_len=512)
+    engine = _make_llm(
+        tiny_llama, request.param, num_gpu_blocks_override=20, max_num_batched_tokens=96, max_model_len=512
+    )
     yield engine
     del engine
 

@@ -1,21 +1,28 @@
-"""VostiScheduler: vLLM's scheduler (FCFS, chunked prefill at any budget, preemption by recompute)
-with the exact-prefix KV manager installed in place of vLLM's.
+"""VostiScheduler / VostiAsyncScheduler: vLLM's schedulers (FCFS, chunked prefill at any budget,
+preemption by recompute) with the exact-prefix KV manager installed in place of vLLM's.
 
-Per step: every prefix lookup of the step happens inside `Scheduler.schedule()`; the full pages the
-step writes are only staged there, and published when the step is fully scheduled, so no lookup can
-hit a page whose KV this step is still writing. A preempted request frees its pages; its registered
-pages hold correct KV and may serve its own resumption, and its last token is always recomputed.
+Per step: every prefix lookup of the step happens inside `schedule()`; full pages are only staged
+when they are allocated or filled (inside `schedule()`, or in `update_from_output` under async
+scheduling) and are published at the end of `schedule()`, so no lookup can hit a page whose KV the
+same step is still writing. A preempted request frees its pages; its registered pages hold correct
+KV and may serve its own resumption; the last token of every lookup is always recomputed.
+
+Pick `VostiAsyncScheduler` when `scheduler_config.async_scheduling` is on, `VostiScheduler` otherwise
+(`scheduler_class_path`).
 """
 from __future__ import annotations
+
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
 from vosti_plugin import compat
 from vosti_plugin.kvcache.audit import audit_requested
 from vosti_plugin.kvcache.vllm_manager import VostiKVCacheManager
 
 
-class VostiScheduler(compat.scheduler_base()):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+class _VostiScheduling:
+    """Shared by both schedulers; placed before the vLLM scheduler class in the MRO."""
+
+    def _install_vosti_kv_manager(self) -> None:
         if self.connector is not None:
             raise ValueError("vosti's KV cache does not support KV connectors (disaggregated prefill/offload)")
         policy = getattr(self.scheduler_config.policy, "value", self.scheduler_config.policy)
@@ -24,10 +31,6 @@ class VostiScheduler(compat.scheduler_base()):
         self.vosti_audit = audit_requested(getattr(self.vllm_config, "additional_config", None))
         self.kv_cache_manager = VostiKVCacheManager.adopt(self.kv_cache_manager, audit=self.vosti_audit)
         self.vosti_num_preemptions = 0
-
-    def _preempt_request(self, request, *args, **kwargs) -> None:
-        self.vosti_num_preemptions += 1
-        super()._preempt_request(request, *args, **kwargs)
 
     def schedule(self, *args, **kwargs):
         manager: VostiKVCacheManager = self.kv_cache_manager
@@ -40,3 +43,25 @@ class VostiScheduler(compat.scheduler_base()):
             raise
         manager.publish_step()
         return output
+
+    def _preempt_request(self, request, *args, **kwargs) -> None:
+        self.vosti_num_preemptions += 1
+        super()._preempt_request(request, *args, **kwargs)
+
+
+class VostiScheduler(_VostiScheduling, compat.scheduler_base()):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._install_vosti_kv_manager()
+
+
+class VostiAsyncScheduler(_VostiScheduling, AsyncScheduler):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._install_vosti_kv_manager()
+
+
+def scheduler_class_path(async_scheduling: bool | None) -> str:
+    """The `scheduler_cls` string for a vLLM config with this async_scheduling setting."""
+    name = "VostiAsyncScheduler" if async_scheduling else "VostiScheduler"
+    return f"vosti_plugin.scheduler.{name}"
