@@ -1,0 +1,1 @@
+"""Integration harnesses and benchmarks that run real vLLM (CPU CI and the GPU target)."""
