@@ -53,6 +53,31 @@ SCHEDULING = {
 }
 
 
+@pytest.fixture(scope="module")
+def tiny_gemma3(tmp_path_factory) -> str:
+    """Sliding window (64) on 2 of 3 layers: vLLM makes sliding-window and full-attention KV groups."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    out = tmp_path_factory.mktemp("tiny-gemma3")
+    config = Gemma3TextConfig(
+        **{k: v for k, v in TINY_LLAMA.items() if k != "num_hidden_layers"},
+        num_hidden_layers=3,
+        sliding_window=64,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+        query_pre_attn_scalar=32,
+        torch_dtype="float32",
+    )
+    config.architectures = ["Gemma3ForCausalLM"]
+    torch.manual_seed(4321)
+    model = Gemma3ForCausalLM(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, p.shape[1] ** -0.5)
+    model.save_pretrained(out)
+    return str(out)
+
+
 def _make_llm(model: str, scheduling: str = "sync", **overrides):
     from vllm import LLM
 
@@ -237,3 +262,24 @@ def test_eviction_and_preemption_keep_logits_equal_to_cold_runs(tight_llm):
     for (_, w), (_, a), cold in zip(warm, again, colds):
         _assert_same_logits_in_batch(w, cold)
         _assert_same_logits_in_batch(a, cold)
+
+
+@pytest.fixture(scope="module")
+def swa_llm(tiny_gemma3):
+    engine = _make_llm(tiny_gemma3, max_model_len=512)
+    yield engine
+    del engine
+
+
+def test_sliding_window_model_hits_equal_cold_runs(swa_llm):
+    managers = _scheduler(swa_llm).kv_cache_manager.coordinator.single_type_managers
+    assert {type(m).__name__ for m in managers} == {"SlidingWindowManager", "FullAttentionManager"}
+    prompt = _tokens(13, 200)  # longer than the window: pages below it must stay exact too
+    cold = _cold(swa_llm, prompt, 30)
+    ((cached, warm),) = _run(swa_llm, [prompt], 30)
+    assert cached == 192 and warm == cold
+    follow_up = prompt + [tok for tok, _ in warm][:20] + _tokens(14, 30)
+    cold_follow_up = _cold(swa_llm, follow_up, 8)
+    _run(swa_llm, [prompt], 30)
+    ((cached, warm_follow_up),) = _run(swa_llm, [follow_up], 8)
+    assert cached == 224 and warm_follow_up == cold_follow_up

@@ -119,6 +119,10 @@ class VostiKVCacheManager(KVCacheManager):
         blocks = tuple([self.block_pool.blocks[p] for p in pages[:num_pages]] for pages in per_group)
         return self.create_kv_cache_blocks(blocks), num_hit_tokens, 0
 
+    def get_num_common_prefix_blocks(self, running_request_id: str) -> list[int]:
+        """Always 0: cascade attention would make a row's arithmetic depend on its neighbours."""
+        return [0] * self.num_kv_cache_groups
+
     def publish_step(self) -> list[int]:
         """Called once per scheduler step after every lookup and allocation of the step."""
         return self.block_pool.publish_staged()
