@@ -1,0 +1,102 @@
+"""Side-by-side tables and a plot from the per-mode benchmark JSONs.
+
+  python -m integration.bench.report --throughput vosti.json default.json bi.json [--agentic ...] --out DIR
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+TARGETS = {"decode_vs_bi": 3.2, "decode_vs_default": 0.90, "prefill_vs_default": 0.80, "agentic_vs_bi": 2.2}
+
+
+def _label(res: dict) -> str:
+    return res["mode"] + (f"/{res['backend']}" if res.get("backend") else "")
+
+
+def _rows_by_key(res: dict) -> dict:
+    return {(r["batch"], r["context"]): r for r in res["rows"]}
+
+
+def throughput_markdown(results: list[dict]) -> str:
+    by_mode = {_label(r): _rows_by_key(r) for r in results}
+    vosti = by_mode.get("vosti", {})
+    default = by_mode.get("default", {})
+    bi = next((v for k, v in by_mode.items() if k.startswith("bi")), {})
+    keys = sorted({k for rows in by_mode.values() for k in rows})
+    modes = list(by_mode)
+    head = ["batch", "context"] + [f"decode {m}" for m in modes] + ["HBM floor", "vosti/default", "vosti/BI"] \
+        + [f"prefill {m}" for m in modes] + ["prefill vosti/default"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in keys:
+        cells = [str(key[0]), str(key[1])]
+        cells += [f"{by_mode[m][key]['decode_tok_s']:.0f}" if key in by_mode[m] else "-" for m in modes]
+        any_row = next(by_mode[m][key] for m in modes if key in by_mode[m])
+        cells.append(f"{any_row['decode_floor_tok_s']:.0f}")
+        for base in (default, bi):
+            ok = key in vosti and key in base
+            cells.append(f"{vosti[key]['decode_tok_s'] / base[key]['decode_tok_s']:.2f}x" if ok else "-")
+        cells += [f"{by_mode[m][key]['prefill_tok_s']:.0f}" if key in by_mode[m] else "-" for m in modes]
+        ok = key in vosti and key in default
+        cells.append(f"{vosti[key]['prefill_tok_s'] / default[key]['prefill_tok_s']:.2f}x" if ok else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def agentic_markdown(results: list[dict]) -> str:
+    lines = ["| mode | total s | mean session s | startup s |", "|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {_label(r)} | {r['total_s']:.1f} | {r['mean_session_s']:.1f} | {r['startup_s']:.0f} |")
+    bi = next((r for r in results if r["mode"] == "bi"), None)
+    vosti = next((r for r in results if r["mode"] == "vosti"), None)
+    if bi and vosti:
+        lines.append(f"\nvosti is {bi['mean_session_s'] / vosti['mean_session_s']:.2f}x faster than BI per session "
+                     f"(target {TARGETS['agentic_vs_bi']}x)")
+    return "\n".join(lines)
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    batches = sorted({r["batch"] for res in results for r in res["rows"]})
+    fig, axes = plt.subplots(1, len(batches), figsize=(5 * len(batches), 4), squeeze=False)
+    for ax, b in zip(axes[0], batches):
+        for res in results:
+            rows = sorted((r for r in res["rows"] if r["batch"] == b), key=lambda r: r["context"])
+            ax.plot([r["context"] for r in rows], [r["decode_tok_s"] for r in rows], marker="o", label=_label(res))
+        floor = sorted((r for r in results[0]["rows"] if r["batch"] == b), key=lambda r: r["context"])
+        ax.plot([r["context"] for r in floor], [r["decode_floor_tok_s"] for r in floor], "k--", label="HBM floor")
+        ax.set_title(f"decode, batch {b}")
+        ax.set_xlabel("cached context (tokens)")
+        ax.set_ylabel("tok/s")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--throughput", nargs="*", default=[])
+    ap.add_argument("--agentic", nargs="*", default=[])
+    ap.add_argument("--out", type=Path, required=True)
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    parts = []
+    if a.throughput:
+        results = [json.loads(Path(p).read_text()) for p in a.throughput]
+        parts.append("## Throughput (tok/s)\n\n" + throughput_markdown(results))
+        plot(results, a.out / "decode_vs_context.png")
+    if a.agentic:
+        parts.append("## Agentic sessions\n\n" + agentic_markdown([json.loads(Path(p).read_text()) for p in a.agentic]))
+    text = "\n\n".join(parts) + "\n"
+    (a.out / "bench.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
