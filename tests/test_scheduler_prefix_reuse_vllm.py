@@ -4,6 +4,8 @@ run, the hit is real (num_cached_tokens > 0), the last prompt token is always co
 tenants never share pages. Audit mode is on (tests/conftest.py sets VOSTI_AUDIT=1)."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytest.importorskip("vllm")
@@ -13,12 +15,13 @@ pytestmark = pytest.mark.vllm
 
 PAGE = 32  # the stock CPU attention backend needs a multiple of 32
 SCHEDULER = "vosti_plugin.scheduler.VostiScheduler"
-# Extra LLM kwargs selecting the attention backend. With vLLM's stock CPU kernels a decode row
-# changes in the last bits with the batch size (measured: <= 3.1e-6 on this model), so requests run
-# *together* are compared within BATCH_TOLERANCE; a wrong page would move logits by > 1e-2
-# (test_model_sees_context checks that). With batch-invariant (vosti) kernels set it to 0.0.
-ENGINE_OVERRIDES: dict = {}
-BATCH_TOLERANCE = 1e-4
+# Attention backend for these engines (VOSTI_TEST_ATTENTION_BACKEND=vosti selects ours). With vLLM's
+# stock CPU kernels a decode row changes in the last bits with the batch size (measured: <= 3.1e-6 on
+# this model), so requests run *together* are compared within BATCH_TOLERANCE; a wrong page would
+# move logits by > 1e-2 (test_model_sees_context checks that). Batch-invariant kernels: bitwise.
+_BACKEND = os.environ.get("VOSTI_TEST_ATTENTION_BACKEND", "")
+ENGINE_OVERRIDES: dict = {"attention_backend": _BACKEND} if _BACKEND else {}
+BATCH_TOLERANCE = 0.0 if _BACKEND.lower() == "vosti" else 1e-4
 TINY_LLAMA = dict(
     hidden_size=128,
     num_hidden_layers=2,

@@ -55,10 +55,8 @@ class VostiScheduler(_VostiScheduling, compat.scheduler_base()):
         self._install_vosti_kv_manager()
 
 
-class VostiAsyncScheduler(_VostiScheduling, AsyncScheduler):
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self._install_vosti_kv_manager()
+class VostiAsyncScheduler(VostiScheduler, AsyncScheduler):
+    """MRO: VostiScheduler's hooks, then AsyncScheduler's placeholders, then vLLM's Scheduler."""
 
 
 def scheduler_class_path(async_scheduling: bool | None) -> str:
