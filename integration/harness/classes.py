@@ -15,7 +15,6 @@ from integration.harness.scale import Scale, prefix_plan
 from integration.harness.views import View, encode, prompt_view, sampled_view
 
 Progress = Callable[[str, int, int], None]
-GENERATED_TOKENS = 40   # generated-prefix reuse: enough decode steps to fill a page with generated tokens
 
 
 class Runner:
@@ -56,6 +55,7 @@ def batch_composition(r: Runner, progress: Progress) -> list[dict]:
     """Each target alone vs inside batches of each size, at each position, among other targets."""
     s = r.scale
     targets = [r.prompt("batch", n) for n in s.batch_lengths]
+    pool = targets + [r.prompt("batch-neighbour", n) for n in s.batch_neighbour_lengths]
     params = r.params(s.batch_decode_tokens)
     total = len(targets) * len(s.batch_sizes) * len(s.batch_orders)
     pairs: list[dict] = []
@@ -64,9 +64,9 @@ def batch_composition(r: Runner, progress: Progress) -> list[dict]:
         alone = sampled_view(r.generate([target], params)[0], r.k)
         for size in s.batch_sizes:
             for order in s.batch_orders:
-                others = rng.sample([j for j in range(len(targets)) if j != i], size - 1)
+                others = rng.sample([j for j in range(len(pool)) if j != i], size - 1)
                 slot = _slot(order, size)
-                members = [targets[j] for j in others]
+                members = [pool[j] for j in others]
                 members.insert(slot, target)
                 out = r.generate(members, params)
                 rid = out[slot].request_id
@@ -155,9 +155,10 @@ def prefix_reuse(r: Runner, progress: Progress) -> list[dict]:
         hit_floor = 0
         if kind == "generated":
             primer = r.prompt(key, n)
-            gen = r.generate([primer], r.params(GENERATED_TOKENS, read_cache=True))[0]
+            m = s.prefix_generated_tokens
+            gen = r.generate([primer], r.params(m, read_cache=True))[0]
             generated = [int(t) for t in gen.outputs[0].token_ids]
-            target = primer + generated[: GENERATED_TOKENS - 1] + r.prompt(key + "-tail", 7)
+            target = primer + generated[: m - 1] + r.prompt(key + "-tail", 7)
             hit_floor = n        # the hit must reach into pages that hold generated tokens
         else:
             target = r.prompt(key, n)

@@ -71,8 +71,8 @@ def context_sensitivity(llm, vocab: int, k: int) -> dict:
 
     rng = random.Random(7)
     last = rng.randrange(4, vocab)
-    a = [rng.randrange(4, vocab) for _ in range(63)] + [last]
-    b = [rng.randrange(4, vocab) for _ in range(63)] + [last]
+    a = [rng.randrange(4, vocab) for _ in range(23)] + [last]
+    b = [rng.randrange(4, vocab) for _ in range(23)] + [last]
     params = SamplingParams(temperature=0.0, max_tokens=1, logprobs=k, ignore_eos=True, detokenize=False,
                             skip_reading_prefix_cache=True)
     va, vb = (sampled_view(o, k) for o in llm.generate(

@@ -1,0 +1,208 @@
+"""`compare(...)`: run every (model, mode) in its own worker process, compare the evidence bitwise,
+aggregate, and write results.md / results.json / match_rate.png under out_dir."""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from integration.harness import engine, models as model_specs, report
+from integration.harness.compare import CLASS_ORDER, ClassTally, Comparison, compare_pair, tally
+from integration.harness.online import OnlineResult, run_online
+from integration.harness.scale import get as get_scale
+from integration.harness.worker import PROGRESS_PREFIX
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    label: str
+    model: str
+    status: str                         # ok | error | unavailable | timeout
+    reason: str | None = None
+    tallies: dict[str, ClassTally] = field(default_factory=dict)
+    comparisons: list[Comparison] = field(default_factory=list)
+    sanity: dict | None = None
+    engine: dict | None = None
+    redraw: dict | None = None
+    startup_s: float = 0.0
+    timings_s: dict[str, float] = field(default_factory=dict)
+    vllm_version: str | None = None
+
+    @property
+    def mismatches(self) -> int:
+        return sum(t.compared - t.matches for t in self.tallies.values())
+
+    @property
+    def compared(self) -> int:
+        return sum(t.compared for t in self.tallies.values())
+
+    def to_json(self) -> dict:
+        return {
+            "mode": self.mode, "label": self.label, "model": self.model, "status": self.status,
+            "reason": self.reason, "sanity": self.sanity, "engine": self.engine, "redraw": self.redraw,
+            "startup_s": self.startup_s, "timings_s": self.timings_s, "vllm_version": self.vllm_version,
+            "tallies": {c: {"matches": t.matches, "compared": t.compared, "not_run": t.not_run}
+                        for c, t in self.tallies.items()},
+            "comparisons": [c.to_json() for c in self.comparisons],
+        }
+
+
+@dataclass
+class Summary:
+    scale: str
+    device: str
+    top_k: int
+    models: list[str]
+    rows: list[ModeResult]
+    online: list[OnlineResult]
+    out_dir: Path
+    vllm_version: str | None = None
+
+    def row(self, model: str, mode: str) -> ModeResult:
+        return next(r for r in self.rows if r.model == model and r.mode == mode)
+
+    @property
+    def vosti_mismatches(self) -> int:
+        return (sum(r.mismatches for r in self.rows if r.mode == "vosti")
+                + sum(o.compared - o.matches for o in self.online if o.mode == "vosti"))
+
+    @property
+    def ok(self) -> bool:
+        """vosti ran, compared something and matched everywhere; no mode failed outright."""
+        vosti = [r for r in self.rows if r.mode == "vosti"]
+        return (all(r.status in ("ok", "unavailable") for r in self.rows)
+                and all(r.compared > 0 for r in vosti)
+                and self.vosti_mismatches == 0
+                and all(o.status == "ok" for o in self.online))
+
+
+def _worker_command(mode: str, model: str, scale: str, classes: list[str], out: Path) -> list[str]:
+    return [sys.executable, "-m", "integration.harness.worker", "--mode", mode, "--model", model,
+            "--scale", scale, "--classes", ",".join(classes), "--out", str(out)]
+
+
+def _run_worker(cmd: list[str], log_path: Path, timeout_s: float, on_progress) -> tuple[int | None, bool]:
+    """Run one worker; its progress lines feed `on_progress`, everything else goes to the log."""
+    import threading
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=REPO_ROOT,
+                                start_new_session=True)
+
+        def pump() -> None:
+            for line in proc.stdout:
+                if line.startswith(PROGRESS_PREFIX):
+                    on_progress(json.loads(line[len(PROGRESS_PREFIX):]))
+                else:
+                    log.write(line)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            rc = proc.wait(timeout=timeout_s)
+            reader.join(timeout=10)
+            return rc, False
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            reader.join(timeout=10)
+            return None, True
+
+
+def _collect(mode: engine.Mode, model: str, evidence: Path, rc: int | None, timed_out: bool,
+             log_path: Path) -> ModeResult:
+    row = ModeResult(mode.name, mode.label, model, "error")
+    if not evidence.exists():
+        row.reason = f"worker wrote no evidence (rc={rc}, timed out={timed_out}; log {log_path})"
+        return row
+    data = json.loads(evidence.read_text())
+    row.status = data["status"]
+    row.reason = data.get("reason")
+    if timed_out:
+        row.status, row.reason = "timeout", f"worker timed out; partial evidence kept (log {log_path})"
+    elif data["status"] == "running":
+        row.status, row.reason = "error", f"worker died (rc={rc}); partial evidence kept (log {log_path})"
+    row.comparisons = [compare_pair(p) for p in data.get("pairs", [])]
+    row.tallies = tally(row.comparisons)
+    for key in ("sanity", "engine", "redraw", "vllm_version"):
+        setattr(row, key, data.get(key))
+    row.startup_s = data.get("startup_s", 0.0)
+    row.timings_s = data.get("timings_s", {})
+    return row
+
+
+def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, online: bool,
+            *, classes: list[str] | None = None, worker_timeout_s: float | None = None,
+            command: str | None = None, console: Console | None = None) -> Summary:
+    """Run the harness; returns the Summary and writes results.md, results.json, match_rate.png and
+    raw/<model>-<mode>.json (evidence), logs/ (worker and server logs) under out_dir."""
+    from vosti_plugin.engine_presets import has_gpu
+
+    console = console or Console(stderr=True)
+    sc = get_scale(scale)
+    classes = list(classes or CLASS_ORDER)
+    out_dir = Path(out_dir)
+    (out_dir / "raw").mkdir(parents=True, exist_ok=True)
+    (out_dir / "logs").mkdir(parents=True, exist_ok=True)
+    timeout = worker_timeout_s or (900.0 if sc.name == "cpu" else 1800.0)
+    command = command or "python -m integration.harness.cli " + shlex.join(
+        [f"--scale={scale}", f"--modes={','.join(modes)}", f"--models={','.join(models)}", f"--out={out_dir}"]
+        + (["--online"] if online else []))
+    rows: list[ModeResult] = []
+    online_results: list[OnlineResult] = []
+    columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        for model in models:
+            model_specs.get(model)
+            for mode_name in modes:
+                mode = engine.get_mode(mode_name)
+                evidence = out_dir / "raw" / f"{model}-{mode.name}.json"
+                evidence.unlink(missing_ok=True)
+                total = sum(sc.planned[c] for c in classes)
+                task = progress.add_task(f"{model} / {mode.label}", total=total)
+                done: dict[str, int] = {}
+
+                def on_progress(ev, task=task, done=done):
+                    done[ev["class"]] = ev["done"]
+                    progress.update(task, completed=sum(done.values()),
+                                    description=f"{model} / {mode.label} [{ev['class']}]")
+
+                log_path = out_dir / "logs" / f"{model}-{mode.name}.log"
+                rc, timed_out = _run_worker(_worker_command(mode.name, model, scale, classes, evidence),
+                                            log_path, timeout, on_progress)
+                row = _collect(mode, model, evidence, rc, timed_out, log_path)
+                progress.update(task, completed=total if row.status != "error" else sum(done.values()),
+                                description=f"{model} / {mode.label} [{row.status}]")
+                rows.append(row)
+        if online:
+            from vosti_plugin.model.tiny import ensure_tiny_model
+
+            for mode_name in modes:
+                mode = engine.get_mode(mode_name)
+                if mode.name not in ("vosti", "default"):
+                    continue
+                task = progress.add_task(f"online / {mode.label}", total=None)
+                res = run_online(str(ensure_tiny_model()), mode.name, out_dir / "logs" / f"online-{mode.name}.log")
+                progress.update(task, total=1, completed=1, description=f"online / {mode.label} [{res.status}]")
+                online_results.append(res)
+    versions = [r.vllm_version for r in rows if r.vllm_version]
+    summary = Summary(scale=sc.name, device="GPU" if has_gpu() else "CPU", top_k=sc.top_k, models=list(models),
+                      rows=rows, online=online_results, out_dir=out_dir,
+                      vllm_version=versions[0] if versions else None)
+    (out_dir / "results.md").write_text(report.markdown(summary, command))
+    report.write_json(summary, command, out_dir / "results.json")
+    report.plot(summary, out_dir / "match_rate.png")
+    return summary
