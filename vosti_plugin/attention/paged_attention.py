@@ -161,10 +161,11 @@ def _paged_attention_segments_kernel(
     else:
         seg_begin = tl.program_id(2)
         seg_end = seg_begin + 1
-        if seg_begin * SEGMENT > last_pos:
-            return
-        if seg_end * SEGMENT <= first_key:
-            return
+    # A split program whose segment lies past the block's last row or before its first window: no work.
+    if seg_begin * SEGMENT > last_pos:
+        return
+    if seg_end * SEGMENT <= first_key:
+        return
 
     run_m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     run_l = tl.zeros([BLOCK_M], dtype=tl.float32)
