@@ -8,7 +8,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from vosti_plugin.kvcache import ROOT, KVCacheAuditError, PageCache, PageCacheError, PageKey, ShadowAudit
+from vosti_plugin.kvcache import ROOT, KVCacheAuditError, PageCache, PageCacheError, PageKey, ShadowAudit, audit_requested
 
 PAGE = 2
 NUM_PAGES = 14
@@ -342,3 +342,11 @@ def test_audit_shadow_stops_writes_into_registered_pages():
         shadow.on_write(4, 0, 1, 9, None, 1, 1)  # same page, other lineage
     with pytest.raises(KVCacheAuditError):
         shadow.on_register(4, PageKey(0, 3, 1, (1, 1)))  # slot 1 never written
+
+
+def test_audit_is_switched_on_by_env_or_additional_config(monkeypatch):
+    monkeypatch.delenv("VOSTI_AUDIT", raising=False)
+    assert not audit_requested(None) and not audit_requested({"vosti": {"audit": False}})
+    assert audit_requested({"vosti": {"audit": True}})
+    monkeypatch.setenv("VOSTI_AUDIT", "1")
+    assert audit_requested({})

@@ -286,3 +286,27 @@ def test_sliding_window_model_hits_equal_cold_runs(swa_llm):
     _run(swa_llm, [prompt], 30)
     ((cached, warm_follow_up),) = _run(swa_llm, [follow_up], 8)
     assert cached == 224 and warm_follow_up == cold_follow_up
+
+
+def test_audit_stops_the_engine_when_a_wrong_page_would_be_reused(tiny_llama, monkeypatch):
+    """Audit switched on through --additional-config; a fault injected into the page lookup (return
+    another prompt's page) must stop the engine with KVCacheAuditError, not produce logits."""
+    from vosti_plugin.kvcache.audit import KVCacheAuditError
+
+    monkeypatch.setenv("VOSTI_AUDIT", "0")
+    engine = _make_llm(tiny_llama, additional_config={"vosti": {"audit": True}})
+    sched = _scheduler(engine)
+    assert sched.vosti_audit
+    first = _tokens(15, 70)
+    _run(engine, [first])
+    cache = sched.kv_cache_manager.page_cache
+    foreign = [p for p in cache.registered_pages() if cache.key(p).depth == 0 and cache.key(p).group == 0]
+    assert len(foreign) == 1, "the first prompt's page 0 should be registered"
+    monkeypatch.setattr(cache, "lookup", lambda *args, **kwargs: list(foreign))
+    with pytest.raises(Exception) as failure:
+        _run(engine, [_tokens(16, 70)])
+    chain, exc = [], failure.value
+    while exc is not None:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    assert any(isinstance(e, KVCacheAuditError) for e in chain) or "KVCacheAuditError" in str(failure.value)
