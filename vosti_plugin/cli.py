@@ -79,6 +79,15 @@ def model(path: Optional[Path] = typer.Argument(None, help="where to write it (d
     console.print(str(ensure_tiny_model(path)))
 
 
+def _mount_compare() -> None:
+    from integration.harness.cli import compare
+
+    app.command("compare", help="Determinism harness: vosti vs stock vLLM on the four variation classes.")(compare)
+
+
+_mount_compare()
+
+
 def main() -> None:
     app()
 
