@@ -288,23 +288,50 @@ def test_sliding_window_model_hits_equal_cold_runs(swa_llm):
     assert cached == 224 and warm_follow_up == cold_follow_up
 
 
-def test_audit_stops_the_engine_when_a_wrong_page_would_be_reused(tiny_llama, monkeypatch):
-    """Audit switched on through --additional-config; a fault injected into the page lookup (return
-    another prompt's page) must stop the engine with KVCacheAuditError, not produce logits."""
+@pytest.fixture(scope="module")
+def audited_llm(tiny_llama):
+    """Audit switched on through --additional-config (not the env), vLLM's own stats logging on."""
+    saved = os.environ.get("VOSTI_AUDIT")
+    os.environ["VOSTI_AUDIT"] = "0"
+    try:
+        engine = _make_llm(tiny_llama, additional_config={"vosti": {"audit": True}}, disable_log_stats=False)
+    finally:
+        if saved is None:
+            os.environ.pop("VOSTI_AUDIT", None)
+        else:
+            os.environ["VOSTI_AUDIT"] = saved
+    yield engine
+    del engine
+
+
+def test_hits_reach_vllm_prefix_cache_metrics(audited_llm):
+    def metric(name):
+        return next(m.value for m in audited_llm.get_metrics() if m.name == name)
+
+    hits, queries = metric("vllm:prefix_cache_hits"), metric("vllm:prefix_cache_queries")
+    prompt = _tokens(17, 70)
+    _run(audited_llm, [prompt])
+    ((cached, _),) = _run(audited_llm, [prompt])
+    assert cached == 64
+    assert metric("vllm:prefix_cache_hits") - hits == 64
+    assert metric("vllm:prefix_cache_queries") - queries == 140
+
+
+def test_audit_stops_the_engine_when_a_wrong_page_would_be_reused(audited_llm, monkeypatch):
+    """A fault injected into the page lookup (return another prompt's page) must stop the engine
+    with KVCacheAuditError instead of producing logits. Leaves the engine dead: keep it last."""
     from vosti_plugin.kvcache.audit import KVCacheAuditError
 
-    monkeypatch.setenv("VOSTI_AUDIT", "0")
-    engine = _make_llm(tiny_llama, additional_config={"vosti": {"audit": True}})
-    sched = _scheduler(engine)
+    sched = _scheduler(audited_llm)
     assert sched.vosti_audit
-    first = _tokens(15, 70)
-    _run(engine, [first])
+    assert audited_llm.reset_prefix_cache()
+    _run(audited_llm, [_tokens(15, 70)])
     cache = sched.kv_cache_manager.page_cache
     foreign = [p for p in cache.registered_pages() if cache.key(p).depth == 0 and cache.key(p).group == 0]
     assert len(foreign) == 1, "the first prompt's page 0 should be registered"
     monkeypatch.setattr(cache, "lookup", lambda *args, **kwargs: list(foreign))
     with pytest.raises(Exception) as failure:
-        _run(engine, [_tokens(16, 70)])
+        _run(audited_llm, [_tokens(16, 70)])
     chain, exc = [], failure.value
     while exc is not None:
         chain.append(exc)
