@@ -111,9 +111,9 @@ def llm(tiny_llama, request):
 
 @pytest.fixture(scope="module", params=sorted(SCHEDULING))
 def tight_llm(tiny_llama, request):
-    """Few pages and a small token budget: long requests force eviction, preemption, chunking."""
+    """Few pages, a token budget that is not a page multiple: eviction, preemption, mid-page chunk ends."""
     engine = _make_llm(
-        tiny_llama, request.param, num_gpu_blocks_override=20, max_num_batched_tokens=96, max_model_len=512
+        tiny_llama, request.param, num_gpu_blocks_override=20, max_num_batched_tokens=80, max_model_len=512
     )
     yield engine
     del engine
