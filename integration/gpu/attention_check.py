@@ -68,12 +68,12 @@ GPU_SIZES = Sizes(
     reference_rows=24,
 )
 SMOKE_SIZES = Sizes(
-    prefill_len=37,
-    decode_positions=(0, 1, 7, 8, 9, 20, 36),
-    chunk_splits=((5, 19), (1, 30)),
-    batch_targets=((30, 1), (25, 6)),
-    neighbours=((3, 1), (12, 12), (40, 1)),
-    reference_rows=8,
+    prefill_len=21,
+    decode_positions=(0, 7, 8, 9, 20),
+    chunk_splits=((5, 13),),
+    batch_targets=((20, 1), (17, 5)),
+    neighbours=((3, 1), (9, 9)),
+    reference_rows=6,
 )
 
 
