@@ -78,10 +78,7 @@ class VostiBlockPool(BlockPool):
         pages = [b.block_id for b in ordered_blocks if not b.is_null]
         self.cache.release(pages)
         for p in pages:
-            block = self.blocks[p]
-            block.ref_cnt = self.cache.ref(p)
-            if block.ref_cnt == 0 and block.block_hash is not None and not self.cache.is_registered(p):
-                block.reset_hash()
+            self.blocks[p].ref_cnt = self.cache.ref(p)
 
     # ---- registration (a page is staged when full, published after the step's lookups) -------
 

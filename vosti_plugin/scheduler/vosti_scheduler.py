@@ -25,6 +25,8 @@ class _VostiScheduling:
     def _install_vosti_kv_manager(self) -> None:
         if self.connector is not None:
             raise ValueError("vosti's KV cache does not support KV connectors (disaggregated prefill/offload)")
+        if self.num_spec_tokens:
+            raise ValueError("vosti does not support speculative decoding (draft slots are rewritten)")
         policy = getattr(self.scheduler_config.policy, "value", self.scheduler_config.policy)
         if policy != "fcfs":
             raise ValueError(f"vosti schedules first-come-first-served; got policy={policy!r}")
