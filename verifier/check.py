@@ -18,8 +18,16 @@ from verifier.spec import ContractError, Only, RegionEq, SpecParser
 from verifier.symbolic import SideEvaluator
 
 
+def _bind(name: str, value) -> tuple:
+    if isinstance(value, bool):
+        return z3.Bool(name), z3.BoolVal(value)
+    return z3.Int(name), z3.IntVal(value)
+
+
 def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[str, Any],
-               timeout_ms: int = 3000) -> ObligationReport:
+               timeout_ms: int = 3000, domain: list[dict] | None = None) -> ObligationReport:
+    """domain: values of the contract's symbolic constexprs to cover in this one proof (default: the
+    config's own values)."""
     t0 = time.perf_counter()
     rep = ObligationReport(kernel.name, goal.name, dict(config), "proved", [], 0.0, kernel.filename)
 
@@ -31,6 +39,10 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
 
     same = set(goal.same)
     constexprs = {p.name for p in kernel.params if p.constexpr}
+    symbolic = frozenset(contract.symbolic)
+    if domain is None:
+        domain = [{n: config[n] for n in symbolic if n in config}] if symbolic else []
+    domain = [{n: (v if isinstance(v, bool) else int(v)) for n, v in d.items() if n in symbolic} for d in domain]
     names = [p.name for p in kernel.params]
     for n in names:
         spec = contract.param(n)
@@ -41,17 +53,32 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
         return done("failed", [Obligation("contract", kernel.line, "failed",
                                           f"contract names parameters the kernel does not have: {unknown}")])
     try:
-        sides = {s: SideEvaluator(kernel, contract, config, s, same).run() for s in ("L", "R")}
+        sides = {s: SideEvaluator(kernel, contract, config, s, same, symbolic).run() for s in ("L", "R")}
     except Unsupported as u:
         return done("unsupported", [Obligation("subset", u.line, "unsupported", u.what)])
     try:
-        sp = SpecParser(contract, config, same, names, constexprs)
-        pre = [sp.clause(t) for t in goal.pre]
+        sp = SpecParser(contract, config, same, names, constexprs, symbolic)
+        assume = [sp.clause(t) for t in contract.assume]
+        pre = assume + [sp.clause(t) for t in goal.pre]
         post = [sp.clause(t) for t in goal.post]
         grids = {s: tuple(sp.expr(ast.parse(g, mode="eval").body, {}, s) for g in contract.grid) for s in "LR"}
     except (ContractError, SyntaxError, KeyError) as e:
         return done("failed", [Obligation("contract", kernel.line, "failed", str(e))])
+    for d in domain:
+        for text, a in zip(contract.assume, assume):
+            concrete = z3.simplify(z3.substitute(a, *[_bind(n, v) for n, v in d.items()]))
+            if not z3.is_true(concrete):
+                return done("failed", [Obligation("contract", kernel.line, "failed",
+                                                  f"config {d} violates the contract's assumption {text!r}")])
+    rep.obligations.append(Obligation("contract", kernel.line, "proved",
+                                      "config satisfies the assumptions of the symbolic constexprs"))
     hyps = [c for c in pre if isinstance(c, z3.BoolRef)]
+    if domain:  # each symbolic constexpr ranges over its catalog values; `assume` relates them
+        for n in sorted(domain[0]):
+            vals = sorted({d[n] for d in domain})
+            if len(vals) < 2 or not isinstance(vals[0], bool):
+                hyps.append(z3.Or(*[a == b for a, b in (_bind(n, v) for v in vals)]))
+    pid_bounds = []
     facts = [c for c in pre if isinstance(c, RegionEq)]
     for s in "LR":
         for n in sp.int_symbols():
@@ -62,8 +89,8 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
                                               f"{len(grids[s])}")])
         for a, g in enumerate(grids[s]):
             p = z3.Int(f"pid{a}@{s}")
-            hyps.append(z3.And(0 <= p, p < g))
-    base = Prover(hyps, timeout_ms)
+            pid_bounds.append(z3.And(0 <= p, p < g))
+    base = Prover(hyps + pid_bounds, timeout_ms, domain)
     for s in "LR":
         for name, line, msg, goal_ in sides[s].obligations:
             if not base.valid(goal_):
@@ -71,10 +98,26 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
                                                   f"cannot prove that {msg} (needed to read the scan's result)")])
             rep.obligations.append(Obligation(name, line, "proved", msg))
         hyps += sides[s].axioms
-    prover = Prover(hyps, timeout_ms)
+    prover = Prover(hyps + pid_bounds, timeout_ms, domain)
+    free_pids = Prover(hyps, timeout_ms, domain)  # coverage: program ids are witnesses, not assumptions
     checker = Checker(prover, sides["L"], sides["R"], facts)
-    ev = {s: SideEvaluator(kernel, contract, config, s, same) for s in "LR"}
-    outputs = OutputGoals(prover, checker, sides["L"], sides["R"], grids, {s: ev[s].stride_var for s in "LR"})
+    ev = {s: SideEvaluator(kernel, contract, config, s, same, symbolic) for s in "LR"}
+    def hint(side, writer, coords, bound):
+        out = []
+        env = {f"e{d}": c for d, c in enumerate(coords)}
+        env.update({str(b).split("#")[0]: b for b in bound})
+        for s_, var, text in goal.witness:
+            if s_ != side:
+                continue
+            val = sp.expr(ast.parse(text, mode="eval").body, env, side)
+            if var.startswith("pid"):
+                out.append((z3.Int(f"{var}@{side}"), val))
+            elif var.startswith("lane"):
+                out.append((writer.lanes[int(var[4:])], val))
+        return out
+
+    outputs = OutputGoals(prover, checker, sides["L"], sides["R"], grids, {s: ev[s].stride_var for s in "LR"}, hint,
+                          free_pids)
     if not prover.possible(()):
         return done("failed", [Obligation("contract", kernel.line, "failed",
                                           "the precondition is contradictory (nothing would be proved)")])

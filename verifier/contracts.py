@@ -58,7 +58,7 @@ class Goal:
     same: tuple[str, ...] = ()
     pre: tuple[str, ...] = ()
     post: tuple[str, ...] = ()
-    hints: tuple[tuple[str, str], ...] = ()
+    witness: tuple[tuple[str, str, str], ...] = ()  # (side, writer variable, expression)
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,8 @@ class Contract:
     grid: tuple[str, ...]
     verif: tuple[Goal, ...]
     configs: Any = None  # optional: configs to verify when the kernel has no catalog
+    symbolic: tuple[str, ...] = ()  # integer constexprs proved for every value satisfying `assume`
+    assume: tuple[str, ...] = ()  # facts about the symbolic constexprs; each config is checked against them
 
     def param(self, name: str) -> Union[TensorSpec, ScalarSpec, None]:
         return dict(self.params).get(name)
@@ -88,13 +90,21 @@ def scalar(dtype: str = "int32") -> ScalarSpec:
 
 
 def goal(name: str, *, same: tuple[str, ...] | list[str] = (), pre: tuple[str, ...] | list[str] = (),
-         post: tuple[str, ...] | list[str] = ()) -> Goal:
-    return Goal(name, tuple(same), tuple(pre), tuple(post))
+         post: tuple[str, ...] | list[str] = (), witness: dict[str, dict[str, str]] | None = None) -> Goal:
+    """witness: optional writer of a selected output element, per side ("L"/"R"): {"pid0": expr,
+    "lane0": expr, ...} in terms of the goal's free variables and `e0, e1, ...` (the element's coordinates);
+    it only helps the coverage proof (which checks it), it is never trusted."""
+    w = tuple((side, var, expr) for side, d in (witness or {}).items() for var, expr in d.items())
+    return Goal(name, tuple(same), tuple(pre), tuple(post), w)
 
 
 def contract(*, params: dict[str, Union[TensorSpec, ScalarSpec]], grid: tuple[str, ...] | list[str],
-             verif: list[Goal] | tuple[Goal, ...], configs: Any = None) -> Callable[[Any], Any]:
-    spec = Contract(tuple(params.items()), tuple(str(g) for g in grid), tuple(verif), configs)
+             verif: list[Goal] | tuple[Goal, ...], configs: Any = None, symbolic: tuple[str, ...] = (),
+             assume: tuple[str, ...] = ()) -> Callable[[Any], Any]:
+    """symbolic/assume: integer constexprs the proof keeps symbolic (one proof for every config whose
+    values satisfy `assume`), e.g. symbolic=("BLOCK_N",), assume=("BLOCK_N >= 16", "BLOCK_N % 16 == 0")."""
+    spec = Contract(tuple(params.items()), tuple(str(g) for g in grid), tuple(verif), configs, tuple(symbolic),
+                    tuple(assume))
 
     def attach(kernel: Any) -> Any:
         try:

@@ -46,11 +46,16 @@ def make_writer(s: StoreInfo, pids: tuple, grid: tuple, stride_var) -> Writer:
     return Writer(s, lanes, vs, z3.And(*parts), ptr.coords)
 
 
-def renamed(w: Writer) -> Writer:
-    fresh = [z3.Int(f"{v}'{next(_ids)}") for v in w.vars]
-    sub = list(zip(w.vars, fresh))
-    return Writer(w.store, tuple(z3.substitute(l, *sub) for l in w.lanes), fresh,
-                  z3.substitute(w.hit_any, *sub), tuple(z3.substitute(c, *sub) for c in w.coords))
+def renamed(w: Writer, axioms: list) -> tuple[Writer, list]:
+    """A second, independent writer: program ids, lanes, loop counters and the program's scan counts
+    renamed, with the scan axioms restated for the copy."""
+    scans = sorted({n for a in axioms for n in free_consts(a) if n.startswith("_count")})
+    olds = list(w.vars) + [z3.Int(n) for n in scans]
+    fresh = [z3.Int(f"{v}'{next(_ids)}") for v in olds]
+    sub = list(zip(olds, fresh))
+    return (Writer(w.store, tuple(z3.substitute(l, *sub) for l in w.lanes), fresh[:len(w.vars)],
+                   z3.substitute(w.hit_any, *sub), tuple(z3.substitute(c, *sub) for c in w.coords)),
+            [z3.substitute(a, *sub) for a in axioms])
 
 
 def region_elements(idx: tuple, tag: str) -> tuple[tuple, list]:
@@ -67,11 +72,13 @@ def region_elements(idx: tuple, tag: str) -> tuple[tuple, list]:
 
 class OutputGoals:
     def __init__(self, prover: Prover, checker: Checker, left: SideResult, right: SideResult,
-                 grids: dict[str, tuple], stride_vars: dict):
+                 grids: dict[str, tuple], stride_vars: dict, hint=None, free_pids: Prover | None = None):
         self.p, self.ch = prover, checker
         self.sides = {"L": left, "R": right}
         self.grids = grids
         self.stride_vars = stride_vars
+        self.hint = hint  # (side, writer, element coords, bound vars) -> [(var, value)]
+        self.free_pids = free_pids or prover
 
     def writers(self, side: str, tensor: str) -> list[Writer]:
         res = self.sides[side]
@@ -99,7 +106,9 @@ class OutputGoals:
             hits = [z3.And(w.hit_any, *[c == e for c, e in zip(w.coords, coords)]) for w in writers]
             pool = [z3.IntVal(0)] + [z3.Int(n) for n in sorted(set().union(*[free_consts(c) for c in coords]))
                                      if "@" not in n and not n.startswith("_")]
-            if not any(self.covered_by_witness(w, h, coords, region, pool) for w, h in zip(writers, hits)) \
+            seeds = [self.hint(side, w, coords, goal.bound) if self.hint else [] for w in writers]
+            if not any(self.covered_by_witness(w, h, coords, region, pool, sd)
+                       for w, h, sd in zip(writers, hits, seeds)) \
                     and not self.p.unsat_with(list(region) + [z3.ForAll([v for w in writers for v in w.vars],
                                                                           z3.Not(z3.Or(*hits)))]):
                 raise ch.fail("coverage", line, f"cannot prove that some program stores every element of "
@@ -108,9 +117,9 @@ class OutputGoals:
             ch.ok("coverage", line, f"{goal.tensor}: every selected element is stored")
             for i, w in enumerate(writers):
                 for w2 in writers[i:]:
-                    o = renamed(w2)
+                    o, ax = renamed(w2, self.sides[side].axioms)
                     same_writer = z3.And(*[x == y for x, y in zip(w.vars, o.vars)]) if w2 is w else z3.BoolVal(False)
-                    clash = [w.hit_any, o.hit_any, z3.Not(same_writer)] + \
+                    clash = ax + [w.hit_any, o.hit_any, z3.Not(same_writer)] + \
                             [a == c for a, c in zip(w.coords, coords)] + [b == c for b, c in zip(o.coords, coords)]
                     if not self.p.unsat_with(list(region) + clash):
                         raise ch.fail("write-race", w.store.line,
@@ -131,18 +140,22 @@ class OutputGoals:
                     if isinstance(va, FTerm) or isinstance(vb, FTerm) or not self.p.valid(za == zb, pc):
                         raise ch.fail("same-operation", wl.store.line, f"stored values of {goal.tensor} differ")
 
-    def covered_by_witness(self, w: Writer, hit: z3.BoolRef, target: tuple, region: tuple, pool: list) -> bool:
+    def covered_by_witness(self, w: Writer, hit: z3.BoolRef, target: tuple, region: tuple, pool: list,
+                           seed: list = ()) -> bool:
         """Prove coverage by constructing the writer: solve linear coordinates for program ids, loop
         counters and lanes; try `pool` (the goal's free variables, 0) for the others."""
         n_lanes = len(w.lanes)
-        pids_ks = [v for v in w.vars if not any(v.eq(l) for l in w.lanes)]
-        for combo in itertools.islice(itertools.product(pool + [None], repeat=len(pids_ks)), 200):
-            sub = [(v, c) for v, c in zip(pids_ks, combo) if c is not None]
+        seeded = [v for v, _ in seed]
+        pids_ks = [v for v in w.vars if not any(v.eq(l) for l in w.lanes) and not any(v.eq(s) for s in seeded)]
+        for combo in itertools.islice(itertools.product([None] + pool, repeat=len(pids_ks)), 200):
+            sub = list(seed) + [(v, c) for v, c in zip(pids_ks, combo) if c is not None]
             sub = self.solve_linear(w, target, pids_ks, sub, lanes_zero=True)
             sub = self.solve_linear(w, target, list(w.lanes), sub, lanes_zero=False)
             if len(sub) != len(w.vars):
                 continue
-            if self.p.valid(z3.substitute(hit, *sub), region):
+            # the writer's variables are set by equations (not substituted) so that facts about them,
+            # such as a scan's count for this program id, still apply; `hit` re-checks their ranges
+            if self.free_pids.valid(hit, region + tuple(v == val for v, val in sub)):
                 return True
         del n_lanes
         return False
@@ -171,14 +184,17 @@ class OutputGoals:
                     f1 = z3.simplify(z3.substitute(f, (v, z3.IntVal(1))))
                     f2 = z3.simplify(z3.substitute(f, (v, z3.IntVal(2))))
                     b = z3.simplify(f1 - f0)
-                    if not z3.is_int_value(b) or b.as_long() <= 0 or not z3.eq(z3.simplify(f2 - f1), b):
+                    if not z3.eq(z3.simplify(f2 - f1), b) or str(v) in free_consts(b) \
+                            or (z3.is_int_value(b) and b.as_long() <= 0) \
+                            or any(str(u) in free_consts(b) for u in unknowns):
                         continue
                     lp = next((lp for lp in w.store.loops if lp.k.eq(v)), None)
                     if lp is not None:  # a loop counter: start + multiple of its step
-                        step = lp.step * b.as_long()
+                        step = lp.step * b
                         sub.append((v, z3.simplify(lp.start + ((e - f0 - lp.start * b) / step) * lp.step)))
                     else:
-                        sub.append((v, z3.simplify((e - f0) / b) if b.as_long() != 1 else z3.simplify(e - f0)))
+                        one = z3.is_int_value(b) and b.as_long() == 1
+                        sub.append((v, z3.simplify(e - f0) if one else z3.simplify((e - f0) / b)))
                     progress = True
                     break
             if not progress:

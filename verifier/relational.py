@@ -25,7 +25,7 @@ from verifier.report import Obligation
 from verifier.smt import Prover, free_consts, int_subterms
 from verifier.spec import Point, RegionEq, Slice
 from verifier.symbolic import LoopInfo, SideResult
-from verifier.values import (FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
+from verifier.values import (dims_eq, FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
                              FUndef, describe)
 
 _ids = itertools.count()
@@ -134,7 +134,7 @@ class Checker:
                 self.eq(x, y, pc)
             return
         if isinstance(a, FReduce):
-            if a.op != b.op or a.extent != b.extent:
+            if a.op != b.op or not dims_eq(a.extent, b.extent):
                 raise self.mismatch(a, b)
             j = a.var
             rng = z3.And(0 <= j, j < a.extent)
@@ -158,7 +158,9 @@ class Checker:
             self.ok("read-equal-region", a.line, "a factor is exactly 0 on both sides (masked); the other is unused")
             return
         if depth < 3:
-            c = self.undecided(a.args[0], pc) or self.undecided(b.args[0], pc)
+            c = self.undecided(a.args[0], pc)
+            if c is None:
+                c = self.undecided(b.args[0], pc)
             if c is not None:
                 for cc in (c, z3.Not(c)):
                     if self.p.possible(pc + (cc,)):
@@ -326,7 +328,7 @@ class Checker:
         if a.loop != b.loop or a.name != b.name:
             raise self.mismatch(a, b)
         la, lb = self.loops(a.loop)
-        if la.step != lb.step:
+        if not dims_eq(la.step, lb.step):
             raise self.fail("loop-range", la.line, "loop steps differ")
         if not self.p.valid((la.start - lb.start) % la.step == 0, pc):
             raise self.fail("loop-range", la.line, "the loops' iterations are not on the same grid")

@@ -11,22 +11,110 @@ import z3
 
 
 class Prover:
-    def __init__(self, hyps: Iterable[z3.BoolRef], timeout_ms: int = 3000):
+    """domain: the finitely many values (one dict per config) of the constexprs kept symbolic.  A query Z3
+    cannot decide symbolically (typically non-linear in a block size) is re-asked once per value of the
+    symbolic constexprs it mentions, where it is linear."""
+
+    def __init__(self, hyps: Iterable[z3.BoolRef], timeout_ms: int = 3000, domain: list[dict] | None = None):
         self.solver = z3.Solver()
+        self.timeout_ms = timeout_ms
         self.solver.set(timeout=timeout_ms)
         self.hyps = list(hyps)
         self.solver.add(*self.hyps)
         self.cache: dict[tuple, tuple] = {}
         self.queries = 0
+        self.domain = domain or []
+        self.symbolic = set().union(*[set(d) for d in self.domain]) if self.domain else set()
+        self.split_solvers: dict[tuple, z3.Solver] = {}
+        self.int_values: dict[tuple, list] = {}
+        self.lin_cache: dict[int, tuple] = {}
+        if self.domain:
+            self.hyps = [self.linearize(h) for h in self.hyps]
+            self.solver = z3.Solver()
+            self.solver.set(timeout=timeout_ms)
+            self.solver.add(*self.hyps)
 
     def _check(self, formulas: list[z3.BoolRef]) -> z3.CheckSatResult:
         self.queries += 1
+        if self.domain:
+            formulas = [self.linearize(f) for f in formulas]
         self.solver.push()
         try:
             self.solver.add(*formulas)
-            return self.solver.check()
+            r = self.solver.check()
         finally:
             self.solver.pop()
+        if r == z3.unknown and self.domain:
+            r = self._split(formulas)
+        return r
+
+    def linearize(self, e: z3.ExprRef) -> z3.ExprRef:
+        """Rewrite every product or division that is non-linear because of a symbolic constexpr into a
+        case split over that constexpr's catalog values (If(B == 16, 16 * k, If(B == 32, ...))), so the
+        query stays linear and one Z3 call covers every config."""
+        key = e.get_id()
+        hit = self.lin_cache.get(key)
+        if hit is not None:
+            return hit[1]
+        out = self._lin(e)
+        self.lin_cache[key] = (e, out)
+        return out
+
+    def _lin(self, e: z3.ExprRef) -> z3.ExprRef:
+        if z3.is_quantifier(e) or not z3.is_app(e) or e.num_args() == 0:
+            return e
+        if not (nonlinear_names(e, self.symbolic)):
+            return e
+        kids = [self.linearize(k) for k in e.children()]
+        if (z3.is_mul(e) and sum(1 for k in kids if not z3.is_int_value(k)) >= 2) or \
+                ((z3.is_idiv(e) or z3.is_mod(e)) and not z3.is_int_value(kids[1])):
+            node = e.decl()(*kids)
+            names = sorted({n for k in (kids if z3.is_mul(e) else kids[1:]) for n in free_consts(k)
+                            if n in self.symbolic})
+            if names:
+                vals = self.values_of(tuple(names))
+                out = None
+                for val in vals:
+                    sub = [(z3.Int(n), z3.IntVal(v)) for n, v in zip(names, val)]
+                    branch = z3.simplify(z3.substitute(node, *sub))
+                    branch = self.linearize(branch) if nonlinear_names(branch, self.symbolic) else branch
+                    cond = z3.And(*[z3.Int(n) == v for n, v in zip(names, val)])
+                    out = branch if out is None else z3.If(cond, branch, out)
+                return out
+            return node
+        return e.decl()(*kids)
+
+    def values_of(self, names: tuple) -> list:
+        if names not in self.int_values:
+            self.int_values[names] = sorted({tuple(d[n] for n in names) for d in self.domain})
+        return self.int_values[names]
+
+    def _split(self, formulas: list[z3.BoolRef], names: list | None = None) -> z3.CheckSatResult:
+        if names is None:
+            names = sorted({n for f in formulas for n in free_consts(f) if n in self.symbolic})
+        if not names:
+            return z3.unknown
+        keys = sorted({tuple(d[n] for n in names) for d in self.domain})
+        unknown = False
+        for key in keys:
+            sub = [(z3.Bool(n), z3.BoolVal(v)) if isinstance(v, bool) else (z3.Int(n), z3.IntVal(v))
+                   for n, v in zip(names, key)]
+            sk = (tuple(names), key)
+            s = self.split_solvers.get(sk)
+            if s is None:
+                s = self.split_solvers[sk] = z3.Solver()
+                s.set(timeout=self.timeout_ms)
+                s.add(*[z3.substitute(h, *sub) for h in self.hyps])
+            s.push()
+            try:
+                s.add(*[z3.substitute(f, *sub) for f in formulas])
+                r = s.check()
+            finally:
+                s.pop()
+            if r == z3.sat:
+                return z3.sat
+            unknown = unknown or r == z3.unknown
+        return z3.unknown if unknown else z3.unsat
 
     def valid(self, goal: z3.BoolRef, pc: Iterable[z3.BoolRef] = ()) -> bool:
         pc = tuple(pc)
@@ -92,3 +180,37 @@ def int_subterms(es: Iterable[z3.ExprRef], limit: int = 60) -> list[z3.ArithRef]
         if z3.is_app(x):
             todo.extend(x.children())
     return out
+
+
+def nonlinear_names(e: z3.ExprRef, symbolic: set, _cache: dict = {}) -> frozenset[str]:
+    """Symbolic constexpr names that occur in a product of non-constants or as a divisor in e."""
+    key = e.get_id()
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit[1]
+    out: set[str] = set()
+    todo, seen = [e], set()
+    while todo:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_quantifier(x):
+            todo.append(x.body())
+            continue
+        if not z3.is_app(x):
+            continue
+        kids = x.children()
+        if z3.is_mul(x) and sum(1 for k in kids if not z3.is_int_value(k)) >= 2:
+            names = [{n for n in free_consts(k) if n in symbolic} for k in kids]
+            if any(names) and sum(1 for k in kids if not z3.is_int_value(k)) >= 2:
+                for ns in names:
+                    out |= ns
+        elif (z3.is_idiv(x) or z3.is_mod(x)) and not z3.is_int_value(kids[1]):
+            out |= {n for n in free_consts(kids[1]) if n in symbolic}
+        todo.extend(kids)
+    res = frozenset(out)
+    if len(_cache) > 200000:
+        _cache.clear()
+    _cache[key] = (e, res)
+    return res

@@ -56,10 +56,21 @@ class Only:
 Clause = Union[z3.BoolRef, RegionEq, Only]
 
 
+def _forall(vs: list, cond: z3.BoolRef, body: z3.BoolRef) -> z3.BoolRef:
+    """forall vs. cond => body, with nested foralls merged into one (Z3 instantiates those far better)."""
+    if z3.is_quantifier(body) and body.is_forall() and body.num_vars() >= 1:
+        inner_vs = [z3.Const(body.var_name(i), body.var_sort(i)) for i in range(body.num_vars())]
+        inner = z3.substitute_vars(body.body(), *reversed(inner_vs))
+        if z3.is_implies(inner):
+            return _forall(vs + inner_vs, z3.And(cond, inner.arg(0)), inner.arg(1))
+    return z3.ForAll(vs, z3.Implies(cond, body))
+
+
 class SpecParser:
     def __init__(self, contract: Contract, config: dict[str, Any], same: set[str], kernel_params: list[str],
-                 constexprs: set[str]):
+                 constexprs: set[str], symbolic: frozenset = frozenset()):
         self.c = contract
+        self.symbolic = symbolic
         self.config = config
         self.same = set(same)
         self.params = set(kernel_params)
@@ -75,6 +86,8 @@ class SpecParser:
 
     # -- symbols -------------------------------------------------------------------------------------
     def side_var(self, name: str, side: str) -> z3.ArithRef:
+        if name in self.symbolic:
+            return z3.Int(name)
         if name in self.config and name not in self.params - self.constexprs:
             return z3.IntVal(int(self.config[name]))
         if name in self.constexprs:
@@ -120,7 +133,7 @@ class SpecParser:
             inner = self.clause_node(node.args[2], env2, bound + [v], c2)
             if isinstance(inner, (RegionEq, Only)):
                 return inner
-            return z3.ForAll([v], z3.Implies(self.boolean(node.args[1], env2), inner))
+            return _forall([v], self.boolean(node.args[1], env2), inner)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "only":
             side, tensor, idx = self.region(node.args[0], env)
             return Only(tensor, side, tuple(bound), cond, idx, self.text)
@@ -222,6 +235,10 @@ class SpecParser:
             n = node.id
             if n in env:
                 return env[n]
+            if n in self.symbolic:
+                return z3.Bool(n) if isinstance(self.config.get(n), bool) else z3.Int(n)
+            if n in self.constexprs and isinstance(self.config.get(n), bool):
+                return z3.BoolVal(bool(self.config[n]))
             if n in self.constexprs or (n in self.config and n not in self.params):
                 return z3.IntVal(int(self.config[n]))
             if n in self.same:
@@ -275,12 +292,14 @@ class SpecParser:
             if fn in ("min", "max"):
                 a, b = ex(node.args[0]), ex(node.args[1])
                 return z3.If(a <= b, a, b) if fn == "min" else z3.If(a >= b, a, b)
+            if fn == "ite":
+                return z3.If(ex(node.args[0]), ex(node.args[1]), ex(node.args[2]))
             if fn == "implies":
                 return z3.Implies(ex(node.args[0]), ex(node.args[1]))
             if fn == "forall":
                 v = z3.Int(f"{node.args[0].id}#{next(_bound_ids)}")
                 env2 = dict(env)
                 env2[node.args[0].id] = v
-                return z3.ForAll([v], z3.Implies(self.expr(node.args[1], env2, default_side),
-                                                 self.expr(node.args[2], env2, default_side)))
+                return _forall([v], self.expr(node.args[1], env2, default_side),
+                               self.expr(node.args[2], env2, default_side))
         raise self.fail(f"expression {ast.unparse(node)!r}")

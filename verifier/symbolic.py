@@ -18,7 +18,7 @@ from verifier import ir
 from verifier.contracts import Contract, ScalarSpec, TensorSpec
 from verifier.frontend import Unsupported
 from verifier.values import (FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
-                             FUndef, Lin, PtrElem, Tile, broadcast, broadcast_shape, const_tile)
+                             FUndef, Lin, PtrElem, Tile, broadcast, broadcast_shape, const_tile, dims_eq, shapes_eq)
 
 _fresh = itertools.count()
 
@@ -39,7 +39,7 @@ class LoopInfo:
     k: z3.ArithRef
     start: z3.ArithRef
     stop: z3.ArithRef
-    step: int
+    step: Any  # int, or a Z3 term of symbolic constexprs
     carried: dict[str, tuple[Tile, Tile]]  # name -> (init, next) for float state
     alive: z3.BoolRef
     line: int
@@ -48,7 +48,7 @@ class LoopInfo:
     def in_range(self, k: Optional[z3.ArithRef] = None) -> z3.BoolRef:
         k = self.k if k is None else k
         c = z3.And(self.start <= k, k < self.stop)
-        if self.step != 1:
+        if not (isinstance(self.step, int) and self.step == 1):
             c = z3.And(c, (k - self.start) % self.step == 0)
         return c
 
@@ -88,12 +88,13 @@ def _is_zero(e: z3.ArithRef) -> bool:
 
 class SideEvaluator:
     def __init__(self, kernel: ir.Kernel, contract: Contract, config: dict[str, Any], side: str,
-                 same: set[str]):
+                 same: set[str], symbolic: frozenset = frozenset()):
         self.k = kernel
         self.c = contract
         self.config = config
         self.side = side
         self.same = same
+        self.symbolic = symbolic  # integer constexprs verified for every value (a Z3 constant each)
         self.env: dict[str, Tile] = {}
         self.alive: z3.BoolRef = z3.BoolVal(True)
         self.stores: list[StoreInfo] = []
@@ -128,6 +129,14 @@ class SideEvaluator:
     # -- entry ---------------------------------------------------------------------------------------
     def run(self) -> SideResult:
         for p in self.k.params:
+            if p.constexpr and p.name in self.symbolic and isinstance(self.config.get(p.name), bool):
+                b = z3.Bool(p.name)
+                self.env[p.name] = Tile("bool", (), lambda _l, b=b: b)
+                continue
+            if p.constexpr and p.name in self.symbolic:
+                v = z3.Int(p.name)
+                self.env[p.name] = Tile("int", (), lambda _l, v=v: Lin.const(v))
+                continue
             if p.constexpr:
                 if p.name not in self.config:
                     raise self.fail(p.line, f"config does not give constexpr {p.name}")
@@ -221,7 +230,7 @@ class SideEvaluator:
 
     def if_(self, s: ir.If) -> None:
         cond = self.expr(s.cond)
-        if cond.shape != ():
+        if cond.shape:
             raise self.fail(s.line, "`if` on a tile (use tl.where)")
         if cond.concrete is not None:
             self.block(s.then if cond.concrete else s.orelse)
@@ -268,9 +277,14 @@ class SideEvaluator:
 
     def for_(self, s: ir.For) -> None:
         start_t, stop_t, step_t = self.expr(s.start), self.expr(s.stop), self.expr(s.step)
-        if step_t.concrete is None or not isinstance(step_t.concrete, int) or step_t.concrete <= 0:
-            raise self.fail(s.line, "loop step must be a positive constant")
-        step = step_t.concrete
+        if step_t.concrete is not None:
+            if not isinstance(step_t.concrete, int) or step_t.concrete <= 0:
+                raise self.fail(s.line, "loop step must be a positive constant")
+            step = step_t.concrete
+        else:
+            step = z3.simplify(self.z(step_t))
+            if not all(str(n) in self.symbolic for n in _consts(step)):
+                raise self.fail(s.line, "loop step must be a constexpr")
         loop_id = "/".join([l.id for l in self.loop_stack[-1:]] + [f"loop{s.line}"])
         k = z3.Int(f"k{s.line}@{self.side}")
         start, stop = self.z(start_t), self.z(stop_t)
@@ -280,7 +294,7 @@ class SideEvaluator:
         bad = [n for n in carried if n not in floats and n not in others]
         if bad:
             raise self.fail(s.line, f"loop-carried {self.env[bad[0]].kind} variable {bad[0]}")
-        it = (k - start) / step if step != 1 else k - start
+        it = k - start if isinstance(step, int) and step == 1 else (k - start) / step
         inits = {n: self.env[n] for n in carried}
 
         state_shapes = {n: inits[n].shape for n in floats}
@@ -307,7 +321,7 @@ class SideEvaluator:
                 nxt = after[n]
                 if nxt.kind != "float":
                     raise self.fail(s.line, f"loop-carried {n} changes kind inside the loop")
-                if nxt.shape != state_shapes[n]:
+                if not shapes_eq(nxt.shape, state_shapes[n]):
                     state_shapes[n] = broadcast_shape(state_shapes[n], nxt.shape)
                     reshaped = True
             if reshaped:
@@ -353,7 +367,7 @@ class SideEvaluator:
         """The number of indices i in the scanned range with pred(i); sound when pred holds on a prefix of
         the range (proved as obligation `count-scan`)."""
         c, j, pred, extent, _ = cnt
-        if extent != step:
+        if not dims_eq(extent, step):
             raise self.fail(line, f"counting loop {name}: the tile width must equal the loop step")
         i = z3.Int(f"_i{line}@{self.side}")
         p_i = z3.simplify(z3.substitute(pred, (j, i - k)))
@@ -380,9 +394,7 @@ class SideEvaluator:
         self.recording = record and saved_rec
         self.loop_stack.append(info)
         try:
-            self.block(s.body)
-            if not z3.is_true(z3.simplify(z3.Implies(saved_alive, self.alive))):
-                raise self.fail(s.line, "return inside a loop")
+            self.block(s.body)  # a `return` inside the body raises Unsupported
             after = dict(self.env)
         finally:
             self.loop_stack.pop()
@@ -453,18 +465,26 @@ class SideEvaluator:
 
     def e_Arange(self, e: ir.Arange) -> Tile:
         a, b = self.expr(e.start), self.expr(e.end)
-        if not isinstance(a.concrete, int) or not isinstance(b.concrete, int):
+        if isinstance(a.concrete, int) and isinstance(b.concrete, int):
+            lo = a.concrete
+            return Tile("int", (b.concrete - lo,), lambda l: Lin.const(l[0] + lo if lo else l[0]))
+        za, zb = z3.simplify(self.z(a)), z3.simplify(self.z(b))
+        if not all(str(n) in self.symbolic for n in _consts(za) | _consts(zb)):
             raise self.fail(e.line, "tl.arange bounds must be constexpr")
-        lo = a.concrete
-        return Tile("int", (b.concrete - lo,), lambda l: Lin.const(l[0] + lo if lo else l[0]))
+        size = z3.simplify(zb - za)
+        return Tile("int", (size,), lambda l: Lin.const(z3.simplify(l[0] + za)))
 
     def e_Full(self, e: ir.Full) -> Tile:
         dims = []
         for d in e.shape:
             t = self.expr(d)
-            if not isinstance(t.concrete, int):
+            if isinstance(t.concrete, int):
+                dims.append(t.concrete)
+                continue
+            zd = z3.simplify(self.z(t)) if t.kind == "int" else None
+            if zd is None or not all(str(n) in self.symbolic for n in _consts(zd)):
                 raise self.fail(e.line, "tl.full/zeros shape must be constexpr")
-            dims.append(t.concrete)
+            dims.append(zd)
         v = self.expr(e.value)
         if e.dtype.startswith("float") or e.dtype == "bfloat16":
             if v.concrete is not None:
@@ -762,7 +782,7 @@ class SideEvaluator:
 
     def e_Dot(self, e: ir.Dot) -> Tile:
         a, b = self.expr(e.a), self.expr(e.b)
-        if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+        if len(a.shape) != 2 or len(b.shape) != 2 or not dims_eq(a.shape[1], b.shape[0]):
             raise self.fail(e.line, f"tl.dot shapes {a.shape} x {b.shape}")
         kdim = a.shape[1]
         shape = (a.shape[0], b.shape[1])

@@ -181,7 +181,7 @@ class FReduce(FTerm):
     line: int = 0
 
     def _key(self):
-        return ("reduce", self.op, zkey(self.var), self.extent, self.body.key)
+        return ("reduce", self.op, zkey(self.var), zkey(self.extent), self.body.key)
 
 
 @dataclass(frozen=True, eq=False)
@@ -265,20 +265,40 @@ def const_tile(v: Any) -> Tile:
     raise TypeError(v)
 
 
-def broadcast_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+def is_one(d: Any) -> bool:
+    return isinstance(d, int) and d == 1
+
+
+def dims_eq(x: Any, y: Any) -> bool:
+    """Tile extents are ints, or Z3 terms when a constexpr is verified symbolically."""
+    if isinstance(x, int) and isinstance(y, int):
+        return x == y
+    zx = z3.IntVal(x) if isinstance(x, int) else x
+    zy = z3.IntVal(y) if isinstance(y, int) else y
+    return z3.eq(z3.simplify(zx), z3.simplify(zy))
+
+
+def shapes_eq(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(dims_eq(x, y) for x, y in zip(a, b))
+
+
+def broadcast_shape(a: tuple, b: tuple) -> tuple:
     n = max(len(a), len(b))
-    a2 = (1,) * (n - len(a)) + a
-    b2 = (1,) * (n - len(b)) + b
+    a2 = (1,) * (n - len(a)) + tuple(a)
+    b2 = (1,) * (n - len(b)) + tuple(b)
     out = []
     for x, y in zip(a2, b2):
-        if x != y and x != 1 and y != 1:
+        if is_one(x):
+            out.append(y)
+        elif is_one(y) or dims_eq(x, y):
+            out.append(x)
+        else:
             raise ValueError(f"shapes {a} and {b} do not broadcast")
-        out.append(max(x, y))
     return tuple(out)
 
 
-def broadcast(t: Tile, shape: tuple[int, ...]) -> Tile:
-    if t.shape == shape:
+def broadcast(t: Tile, shape: tuple) -> Tile:
+    if shapes_eq(t.shape, shape):
         return t
     n, m = len(shape), len(t.shape)
     src = t.shape
@@ -286,6 +306,6 @@ def broadcast(t: Tile, shape: tuple[int, ...]) -> Tile:
 
     def fn(lanes, t=t, n=n, m=m, src=src):
         sub = lanes[n - m:]
-        return t.fn(tuple(zero if s == 1 else x for s, x in zip(src, sub)))
+        return t.fn(tuple(zero if is_one(s) else x for s, x in zip(src, sub)))
 
     return Tile(t.kind, shape, fn, None, t.dtype)
