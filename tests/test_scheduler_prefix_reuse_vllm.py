@@ -226,6 +226,18 @@ def test_generated_prefix_hit_equals_cold_run(llm):
     assert warm == _cold(llm, follow_up)
 
 
+def test_same_step_requests_never_hit_pages_written_in_that_step(llm):
+    """Two equal prompts admitted in one step: the second must not reuse pages the first is still
+    writing (stock vLLM registers them at allocation and would hit them)."""
+    prompt = _tokens(18, 100)
+    assert llm.reset_prefix_cache()
+    (cached_a, a), (cached_b, b) = _run(llm, [prompt, prompt])
+    assert (cached_a, cached_b) == (0, 0)
+    _assert_same_logits_in_batch(b, a)
+    ((cached, _),) = _run(llm, [prompt])
+    assert cached == 96  # the first request's pages were registered after the step
+
+
 def test_salted_tenants_do_not_share_pages(llm):
     prompt = _tokens(10, 90)
     assert llm.reset_prefix_cache()
