@@ -8,7 +8,15 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from vosti_plugin.kvcache import ROOT, KVCacheAuditError, PageCache, PageCacheError, PageKey, ShadowAudit, audit_requested
+from vosti_plugin.kvcache import (
+    ROOT,
+    KVCacheAuditError,
+    PageCache,
+    PageCacheError,
+    PageKey,
+    ShadowAudit,
+    audit_requested,
+)
 
 PAGE = 2
 NUM_PAGES = 14
@@ -61,7 +69,8 @@ class PageCacheMachine(RuleBasedStateMachine):
             d = pos // PAGE
             page = req.pages[d]
             self.cache.check_writable(page)  # raises on a shared or registered page
-            self.shadow.on_write(page, 0, d, ROOT if d == 0 else req.pages[d - 1], (req.salt,), pos % PAGE, req.tokens[pos])
+            parent = ROOT if d == 0 else req.pages[d - 1]
+            self.shadow.on_write(page, 0, d, parent, (req.salt,), pos % PAGE, req.tokens[pos])
             self.mem[page] = (req.salt, tuple(req.tokens[: pos + 1]))
         for d in range(start // PAGE, end // PAGE):
             self.cache.stage(req.pages[d], self._key(req, d))

@@ -34,7 +34,8 @@ def _prompts(n: int, shared_len: int, tail_len: int, vocab: int, seed: int = 0) 
 
 def _rows(output) -> list[tuple[int, dict[int, float]]]:
     comp = output.outputs[0]
-    return [(tok, {tid: float(lp.logprob) for tid, lp in step.items()}) for tok, step in zip(comp.token_ids, comp.logprobs)]
+    steps = zip(comp.token_ids, comp.logprobs)
+    return [(tok, {tid: float(lp.logprob) for tid, lp in step.items()}) for tok, step in steps]
 
 
 def _diff(got, want) -> tuple[bool, float]:

@@ -59,7 +59,9 @@ class ShadowAudit:
         for p in pages:
             self._registered.discard(p)
 
-    def on_write(self, page: int, group: int, depth: int, parent: int, extra: Hashable, offset: int, token: int) -> None:
+    def on_write(
+        self, page: int, group: int, depth: int, parent: int, extra: Hashable, offset: int, token: int
+    ) -> None:
         self.num_checks += 1
         if page in self._registered:
             raise KVCacheAuditError(f"write into registered page {page} (group {group}, depth {depth}, slot {offset})")
