@@ -41,8 +41,8 @@ class NoopAnalysis:
         if v[0] == "old" and v[1] == name and self.p.valid(z3.And(*[x == y for x, y in zip(v[2], lanes)]), pc):
             return None
         if v[0] == "top":
-            return v[1], f"{v[2]}, so the state is not provably unchanged"
-        return line, f"its new value is {self.show(v)} instead of the old value"
+            return v[1], f"{v[2]}, so the state is not provably unchanged", v[3] if len(v) > 3 else "masked"
+        return line, f"its new value is {self.show(v)} instead of the old value", "masked"
 
     @staticmethod
     def show(v) -> str:
@@ -93,11 +93,11 @@ class NoopAnalysis:
             if self.same(va, vb, pc):
                 return va
             return ("top", t.line, "tl.where's condition is not decided for the skipped iteration "
-                                   "(the mask is not provably all-false on the selected row)")
+                                   "(the mask is not provably all-false on the selected row)", "live")
         if isinstance(t, FLoad):
             if t.mask is not None and not self.p.possible(pc + (t.mask,)):
                 return self.eval(t.other, loop, pc, nn) if t.other is not None else ("top", t.line, "undefined load")
-            return ("top", t.line, f"data loaded from {t.tensor}")
+            return ("top", t.line, f"data loaded from {t.tensor}", "live")
         if isinstance(t, FReduce):
             j = t.var
             body = self.eval(t.body, loop, pc + (z3.And(0 <= j, j < t.extent),), nn)
@@ -106,7 +106,7 @@ class NoopAnalysis:
             if body[0] == "const" and t.op == "sum" and _bits(body[1]) == _bits(0.0):
                 return body
             return ("top", t.line, f"a {t.op}-reduction over values that are not a known constant"
-                    + (f" ({body[2]})" if body[0] == "top" else ""))
+                    + (f" ({body[2]})" if body[0] == "top" else ""), body[3] if body[0] == "top" else "masked")
         if isinstance(t, FOp):
             args = [self.eval(a, loop, pc, nn) for a in t.args]
             if t.op == "sub" and args[0][0] == "const" and args[0][1] == -math.inf and t.args[1].key in nn:

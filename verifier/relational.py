@@ -216,9 +216,22 @@ class Checker:
             if self.region_covers(fact, a.coords, b.coords, pc):
                 self.ok("read-equal-region", a.line, f"load of {a.tensor} reads {fact.text}")
                 return
+        inside = any(self.left_inside(f, a.coords, pc) for f in self.facts if f.tensor == a.tensor)
+        if inside:
+            raise self.fail("read-equal-region", a.line,
+                            f"the load of {a.tensor} may read different elements in the two invocations "
+                            f"(the selected output depends on it, and the elements do not correspond)")
         raise self.fail("read-equal-region", a.line,
                         f"the load of {a.tensor} may read elements that the precondition does not make equal "
-                        f"(not inside any `L.{a.tensor}[...] == R.{a.tensor}[...]` region)")
+                        f"(outside every `L.{a.tensor}[...] == R.{a.tensor}[...]` region)")
+
+    def left_inside(self, fact: RegionEq, cl: tuple, pc: tuple) -> bool:
+        if fact.bound:
+            return False
+        parts = [fact.cond]
+        for d, ix in enumerate(fact.left):
+            parts.append(cl[d] == ix.at if isinstance(ix, Point) else z3.And(ix.lo <= cl[d], cl[d] < ix.hi))
+        return self.p.valid(z3.And(*parts), pc)
 
     def region_covers(self, fact: RegionEq, cl: tuple, cr: tuple, pc: tuple) -> bool:
         def goal_for(sub: list) -> z3.BoolRef:
@@ -353,9 +366,15 @@ class Checker:
                 lanes = lanes_a if s is la else lanes_b
                 why = self.noop.preserves(nxt.at(lanes), t.name, lanes, s.line, a.loop, pc + extra + (only,))
                 if why is not None:
+                    if why[2] == "live":  # the extra iteration is not even masked for the selected row
+                        raise self.fail("loop-range", s.line,
+                                        f"the two invocations run different iterations of this loop and one that "
+                                        f"only the {sname} invocation runs may change `{t.name}` (line {why[0]}): "
+                                        f"{why[1]}")
                     raise self.fail("masked-noop", why[0] or s.line,
                                     f"an iteration of the loop at line {s.line} that only the {sname} invocation "
-                                    f"runs may change `{t.name}`: {why[1]}")
+                                    f"runs is masked for the selected row but may still change `{t.name}`: "
+                                    f"{why[1]}")
         self.ok("loop-range", la.line, "iterations outside the common range are exact no-ops")
         self.ok("masked-noop", la.line, "extra iterations leave " +
                 ", ".join(sorted({t.name for t in templates})) + " unchanged")

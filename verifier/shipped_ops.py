@@ -125,10 +125,9 @@ def entries() -> list[dict]:
     out.append({"family": "softmax", "kernel": _attach(softmax.mean_kernel, MEAN),
                 "configs": [({"BLOCK": softmax.select_config(v).block}, {"n_cols": v}) for v in widths]})
     for e in out:
-        seen, uniq = [], []
-        for c, fam in e["configs"]:
-            if c not in seen:
-                seen.append(c)
-                uniq.append((c, fam))
+        uniq: list = []
+        for pair in e["configs"]:
+            if pair not in uniq:
+                uniq.append(pair)
         e["configs"] = uniq
     return out

@@ -1,0 +1,270 @@
+"""Public API of the kernel verifier.
+
+    verify_kernel(kernel, contract, config)   one kernel x one config x its goal(s) -> ObligationReport
+    verify_catalog(kernel=None, cache_dir=None, progress=None) -> list[Result]
+        every shipped kernel x every config of its catalog x its goals, cached by source hash + config
+    results_table(results) / results_json(results)
+    proved_configs() -> [(family, config items)] of the catalog configs whose every goal is proved
+
+Configs that differ only in constexprs the contract keeps symbolic share one proof (the Z3 queries range
+over all their values), so the unit of work is a group: kernel x goal x values of the other constexprs.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from verifier import ir
+from verifier.check import check_goal
+from verifier.contracts import Contract, Goal, contract_of
+from verifier.frontend import Unsupported, kernel_from_function, kernel_from_source
+from verifier.report import Obligation, ObligationReport, Result, results_json, results_table
+
+__all__ = ["verify_kernel", "verify_catalog", "results_table", "results_json", "proved_configs", "Result",
+           "ObligationReport", "default_cache_dir", "catalog_entries"]
+
+VERSION = "1"
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("VOSTI_CACHE_DIR")
+    base = Path(env) if env else Path.home() / ".cache" / "vosti"
+    return base / "verifier"
+
+
+def _ir_of(kernel_fn_or_source: Any) -> ir.Kernel:
+    if isinstance(kernel_fn_or_source, str):
+        return kernel_from_source(kernel_fn_or_source)
+    return kernel_from_function(kernel_fn_or_source)
+
+
+def verify_kernel(kernel_fn_or_source: Any, contract: Contract | Goal | None = None, config: dict | None = None,
+                  *, goal: str | None = None, domain: list[dict] | None = None) -> ObligationReport:
+    """Verify one kernel under one config. `contract` defaults to the kernel's `@contract`; a Goal checks
+    that goal only (with the kernel's contract for params/grid); with several goals all are checked and
+    the report is the first that is not proved (or the last)."""
+    config = dict(config or {})
+    spec = contract if isinstance(contract, Contract) else None
+    if spec is None and not isinstance(kernel_fn_or_source, str):
+        spec = contract_of(kernel_fn_or_source)
+    if spec is None:
+        raise ValueError("no contract: pass one or decorate the kernel with @contract")
+    goals = [contract] if isinstance(contract, Goal) else [g for g in spec.verif if goal in (None, g.name)]
+    try:
+        k = _ir_of(kernel_fn_or_source)
+    except Unsupported as u:
+        name = getattr(getattr(kernel_fn_or_source, "fn", kernel_fn_or_source), "__name__", u.kernel)
+        return ObligationReport(name, goals[0].name if goals else "", config, "unsupported",
+                                [Obligation("subset", u.line, "unsupported", u.what)], 0.0, u.filename)
+    report = None
+    for g in goals:
+        report = check_goal(k, spec, g, config, domain=domain)
+        if report.status != "proved":
+            return report
+    assert report is not None
+    return report
+
+
+# -- catalog -------------------------------------------------------------------------------------------
+
+
+def catalog_entries() -> list[dict]:
+    from verifier import shipped_attention, shipped_kv, shipped_ops
+
+    return shipped_ops.entries() + shipped_attention.entries() + shipped_kv.entries()
+
+
+def _referenced(k: ir.Kernel) -> set[str]:
+    names: set[str] = set()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, ir.Name):
+            names.add(x.id)
+        if isinstance(x, tuple):
+            for y in x:
+                walk(y)
+        elif hasattr(x, "__dataclass_fields__"):
+            for f in x.__dataclass_fields__:
+                walk(getattr(x, f))
+
+    walk(k.body)
+    return names
+
+
+def _source_hash(kernel: Any, spec: Contract) -> str:
+    py = getattr(kernel, "fn", kernel)
+    src = inspect.getsource(py)
+    mod = inspect.getsource(inspect.getmodule(py))  # helpers and constants the kernel may use
+    vdir = Path(__file__).parent
+    vsrc = "".join(p.read_text() for p in sorted(vdir.glob("*.py")) if not p.name.startswith("shipped"))
+    h = hashlib.sha256()
+    for part in (VERSION, src, mod, repr(spec), vsrc):
+        h.update(part.encode())
+    return h.hexdigest()[:24]
+
+
+def _groups(entry: dict, k: ir.Kernel, spec: Contract) -> list[tuple[dict, list[tuple[dict, dict]]]]:
+    used = _referenced(k)
+    sym = set(spec.symbolic)
+    groups: dict[str, tuple[dict, list]] = {}
+    for cfg, fam in entry["configs"]:
+        key = {n: v for n, v in sorted(cfg.items()) if n not in sym and (n in used or n in _spec_names(spec))}
+        gk = json.dumps(key, sort_keys=True, default=str)
+        groups.setdefault(gk, (key, []))[1].append((cfg, fam))
+    return list(groups.values())
+
+
+def _spec_names(spec: Contract) -> set[str]:
+    text = " ".join(spec.grid) + " " + " ".join(t for g in spec.verif for t in g.pre + g.post)
+    return {w for w in text.replace("(", " ").replace(")", " ").replace(",", " ").split() if w.isidentifier()}
+
+
+def _run_group(task: tuple) -> dict:
+    """Worker: verify one (kernel, goal, group); returns a JSON-able summary."""
+    entry_index, goal_index, key, domain, first = task
+    entry = catalog_entries()[entry_index]
+    kernel = entry["kernel"]
+    spec = contract_of(kernel)
+    g = spec.verif[goal_index]
+    t0 = time.perf_counter()
+    try:
+        k = kernel_from_function(kernel)
+        rep = check_goal(k, spec, g, {**first, **key}, domain=domain or None)
+        post = entry.get("extra_post", {})
+        for flag, clause in post.items():
+            if rep.status == "proved" and first.get(flag):
+                from dataclasses import replace
+                rep = check_goal(k, spec, replace(g, post=(clause,)), {**first, **key}, domain=domain or None)
+    except Unsupported as u:
+        rep = ObligationReport(kernel.fn.__name__, g.name, key, "unsupported",
+                               [Obligation("subset", u.line, "unsupported", u.what)], 0.0)
+    f = rep.failure
+    return {"status": rep.status, "obligation": f.name if f else "", "line": f.line if f else 0,
+            "message": f.message if f else "", "seconds": time.perf_counter() - t0,
+            "proved": sum(1 for o in rep.obligations if o.status == "proved")}
+
+
+_SOURCES = ("vosti_plugin/attention/paged_attention.py", "vosti_plugin/attention/kv_write.py",
+            "vosti_plugin/attention/config.py", "vosti_plugin/ops/matmul.py", "vosti_plugin/ops/rmsnorm.py",
+            "vosti_plugin/ops/softmax.py", "vosti_plugin/triton_mode.py")
+
+
+def _fingerprint(kernel: str | None) -> str | None:
+    """Hash of every file the catalog's results depend on, computed without importing them (importing the
+    kernel modules pulls in torch, which alone takes seconds)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(f"{VERSION}|{kernel}|{os.environ.get('TRITON_INTERPRET', '')}".encode())
+    for rel in _SOURCES:
+        p = root / rel
+        if not p.exists():
+            return None
+        h.update(p.read_bytes())
+    for p in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        h.update(p.read_bytes())
+    return h.hexdigest()[:32]
+
+
+def verify_catalog(*, kernel: str | None = None, cache_dir: Path | None = None,
+                   progress: Callable[[Result], None] | None = None, workers: int | None = None) -> list[Result]:
+    """Every shipped kernel x every config in its catalog x its goals (results cached on disk)."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fp = _fingerprint(kernel)
+    summary = cache_dir / f"catalog-{fp}.json" if fp else None
+    if summary is not None and summary.exists():
+        results = []
+        for d in json.loads(summary.read_text()):
+            r = Result(**{**d, "cached": True, "seconds": 0.0})
+            results.append(r)
+            if progress:
+                progress(r)
+        return results
+    results = _verify_catalog(kernel, cache_dir, progress, workers)
+    if summary is not None:
+        summary.write_text(json.dumps([r.to_dict() for r in results], default=str))
+    return results
+
+
+def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> list[Result]:
+    entries = catalog_entries()
+    tasks: list[tuple] = []
+    meta: list[tuple] = []
+    results: list[Result] = []
+    for ei, entry in enumerate(entries):
+        kern = entry["kernel"]
+        name = kern.fn.__name__
+        if kernel is not None and kernel not in name and kernel != entry["family"]:
+            continue
+        spec = contract_of(kern)
+        src = f"{inspect.getsourcefile(kern.fn)}:{inspect.getsourcelines(kern.fn)[1]}"
+        try:
+            k = kernel_from_function(kern)
+        except Unsupported as u:
+            for cfg, _fam in entry["configs"]:
+                r = Result(name, cfg, "*", "unsupported", "subset", u.line, u.what, 0.0, False, src)
+                results.append(r)
+                if progress:
+                    progress(r)
+            continue
+        shash = _source_hash(kern, spec)
+        for gi, g in enumerate(spec.verif):
+            for key, members in _groups(entry, k, spec):
+                domain = sorted(({n: c[n] for n in spec.symbolic if n in c} for c, _ in members),
+                                key=lambda d: json.dumps(d, sort_keys=True))
+                domain = [d for i, d in enumerate(domain) if d and d not in domain[:i]]
+                ck = hashlib.sha256(json.dumps([shash, g.name, key, domain], sort_keys=True,
+                                               default=str).encode()).hexdigest()[:32]
+                meta.append((name, g.name, members, src, cache_dir / f"{ck}.json"))
+                tasks.append((ei, gi, key, domain, members[0][0]))
+    todo = [i for i, m in enumerate(meta) if not m[4].exists()]
+    summaries: dict[int, tuple[dict, bool]] = {}
+    for i, m in enumerate(meta):
+        if i not in todo:
+            summaries[i] = (json.loads(m[4].read_text()), True)
+    if todo:
+        n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
+        if n > 1:
+            with ProcessPoolExecutor(n) as pool:
+                outs = list(pool.map(_run_group, [tasks[i] for i in todo]))
+        else:
+            outs = [_run_group(tasks[i]) for i in todo]
+        for i, out in zip(todo, outs):
+            meta[i][4].write_text(json.dumps(out))
+            summaries[i] = (out, False)
+    for i, (name, gname, members, src, _path) in enumerate(meta):
+        out, cached = summaries[i]
+        for cfg, _fam in members:
+            r = Result(name, cfg, gname, out["status"], out["obligation"], out["line"], out["message"],
+                       0.0 if cached else out["seconds"] / len(members), cached, src, out["proved"])
+            results.append(r)
+            if progress:
+                progress(r)
+    return results
+
+
+def proved_configs(results: Iterable[Result] | None = None) -> list[tuple[str, tuple]]:
+    """(family, sorted config items) of every catalog config all of whose kernels and goals are proved;
+    families and configs are those of the plugin's launch catalogs (AttentionLaunchConfig, MatmulConfig...)."""
+    results = list(results) if results is not None else verify_catalog()
+    entries = catalog_entries()
+    status: dict[tuple, bool] = {}
+    by_kernel: dict[tuple, bool] = {}
+    for r in results:
+        k = (r.kernel, json.dumps(r.config, sort_keys=True, default=str))
+        by_kernel[k] = by_kernel.get(k, True) and r.status == "proved"
+    for entry in entries:
+        name = entry["kernel"].fn.__name__
+        for cfg, fam in entry["configs"]:
+            fk = (entry["family"], tuple(sorted(fam.items())))
+            ok = by_kernel.get((name, json.dumps(cfg, sort_keys=True, default=str)), False)
+            status[fk] = status.get(fk, True) and ok
+    return [fk for fk, ok in status.items() if ok]
+
+
+_ = (results_json, results_table)
