@@ -28,6 +28,10 @@ def compare(
     online: bool = typer.Option(False, "--online", help="also run `vllm serve` with 64 concurrent requests"),
     classes: Optional[str] = typer.Option(None, help="comma list of batch,chunk,prefill_decode,prefix (default: all)"),
     worker_timeout: Optional[float] = typer.Option(None, help="seconds per mode (default 900 cpu / 1800 gpu)"),
+    gpus: int = typer.Option(1, help="run this many workers at once, one GPU each (CUDA_VISIBLE_DEVICES)"),
+    resume: bool = typer.Option(False, "--resume", help="keep evidence under OUT/raw that already finished"),
+    report_only: bool = typer.Option(False, "--report-only", help="run nothing; re-aggregate OUT/raw"),
+    eager: bool = typer.Option(False, "--eager", help="enforce_eager=True in every mode (faster startup)"),
 ) -> None:
     """Run each mode in its own process, compare raw logits bitwise, write results.md/.json/.png."""
     from integration.harness.engine import CPU_MODES, GPU_MODES
@@ -40,7 +44,8 @@ def compare(
         else "python -m integration.harness.cli " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     summary = run_compare(scale, mode_list, model_list, out, online,
                           classes=_split(classes) if classes else None, worker_timeout_s=worker_timeout,
-                          command=command, console=console)
+                          command=command, console=console, gpus=gpus, resume=resume,
+                          report_only=report_only, eager=eager)
     typer.echo((out / "results.md").read_text())
     statuses = ", ".join(f"{r.model}/{r.mode}={r.status}" for r in summary.rows)
     if not summary.ok:

@@ -62,7 +62,7 @@ def prepare(mode: Mode) -> None:
         os.environ.pop("VLLM_BATCH_INVARIANT", None)
 
 
-def engine_kwargs(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale) -> dict:
+def engine_kwargs(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale, eager: bool = False) -> dict:
     overrides = dict(
         skip_tokenizer_init=True,
         max_model_len=min(scale.max_model_len, spec.max_positions),
@@ -76,14 +76,16 @@ def engine_kwargs(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale) ->
         overrides["load_format"] = "dummy"
     if mode.attention_backend:
         overrides["attention_backend"] = mode.attention_backend
+    if eager:
+        overrides["enforce_eager"] = True
     return llm_kwargs(model_path, vosti=mode.vosti, **overrides)
 
 
-def build(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale):
+def build(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale, eager: bool = False):
     prepare(mode)
     from vllm import LLM
 
-    return LLM(**engine_kwargs(mode, spec, model_path, scale))
+    return LLM(**engine_kwargs(mode, spec, model_path, scale, eager))
 
 
 def scheduler(llm):
@@ -104,6 +106,8 @@ def engine_facts(llm) -> dict:
         "prefix_caching": bool(cfg.cache_config.enable_prefix_caching),
         "scheduler": type(sched).__module__ + "." + type(sched).__qualname__,
         "async_scheduling": bool(getattr(cfg.scheduler_config, "async_scheduling", False)),
+        "enforce_eager": bool(cfg.model_config.enforce_eager),
+        "attention_backend": str(getattr(getattr(cfg, "attention_config", None), "backend", None)),
     }
 
 

@@ -40,7 +40,7 @@ def free_port() -> int:
 
 
 def serve_command(model: str, port: int, mode: str, block_size: int, max_model_len: int, budget: int) -> list[str]:
-    cmd = [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", model,
+    cmd = [sys.executable, "-m", "integration.harness.serve", "serve", model,
            "--host", "127.0.0.1", "--port", str(port),
            "--dtype", "float32" if not _gpu() else "bfloat16",
            "--max-model-len", str(max_model_len), "--block-size", str(block_size),
@@ -81,19 +81,25 @@ def completion_view(resp: dict) -> tuple[StepLogits, ...]:
     return tuple(steps)
 
 
-def run_online(model: str, mode: str, log_path: Path, *, requests: int = 64, max_tokens: int = 8,
-               logprobs: int = 20, vocab: int = 512, max_len: int = 300, startup_timeout: float = 900,
-               request_timeout: float = 600) -> OnlineResult:
+def run_online(model: str, mode: str, log_path: Path, *, requests: int = 64, max_tokens: int | None = None,
+               logprobs: int = 20, vocab: int = 512, max_len: int | None = None, startup_timeout: float = 900,
+               request_timeout: float = 900) -> OnlineResult:
+    """max_tokens / max_len default to 4 / 32 on CPU (vosti's kernels run through Triton's
+    interpreter there) and 16 / 1000 on a GPU."""
     from vosti_plugin.engine_presets import prepare_environment
 
+    max_tokens = max_tokens or (16 if _gpu() else 4)
+    max_len = max_len or (1000 if _gpu() else 32)
     result = OnlineResult(mode=mode, status="error", requests=requests)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     prepare_environment(in_process=False)
     env = dict(os.environ)
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)   # the server runs its engine core in its own process
-    block = 16 if (mode == "vosti" or _gpu()) else 32
-    cmd = serve_command(model, port, mode, block, 1024, 256)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    block = 16 if _gpu() else 32   # CPU: the stock backend needs multiples of 32; vosti's KV tile there is 32
+    cmd = serve_command(model, port, mode, block, 2048, 256)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     rng = random.Random(5)
     prompts = [[rng.randrange(4, vocab) for _ in range(rng.randrange(5, max_len))] for _ in range(requests)]

@@ -47,6 +47,20 @@ def markdown(summary, command: str) -> str:
                              + ", ".join(f"{c} {s:.0f} s" for c, s in r.timings_s.items())
                              + (f"; block_size {facts.get('block_size')}, dtype {facts.get('dtype')}" if facts else ""))
         lines.append("")
+    shown = [(r, [c for c in r.comparisons if c.run and not c.match]) for r in summary.rows]
+    shown = [(r, bad) for r, bad in shown if bad]
+    if shown:
+        lines += ["## Mismatches (first few per mode)", "",
+                  "| model | mode | class | case | first differing step | max abs diff |", "|---|---|---|---|---|---|"]
+        for r, bad in shown:
+            for c in bad[:6]:
+                lines.append(f"| {r.model} | {r.label} | {CLASS_TITLES[c.cls]} | {c.case} | "
+                             f"{c.first_divergence} | {c.max_abs_diff:.3g} |")
+        lines.append("")
+    not_run = [(r, c) for r in summary.rows for c in r.comparisons if not c.run]
+    if not_run:
+        lines += ["Not run: " + "; ".join(f"{r.model}/{r.mode} {c.case} ({c.not_run_reason})"
+                                          for r, c in not_run[:12]), ""]
     if summary.online:
         lines += ["## Online (`vllm serve`, concurrent vs one by one)", "",
                   "| mode | matches / requests | concurrent s | sequential s | status |", "|---|---|---|---|---|"]

@@ -11,9 +11,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
 from integration.harness import engine, models as model_specs, report
 from integration.harness.compare import CLASS_ORDER, ClassTally, Comparison, compare_pair, tally
 from integration.harness.online import OnlineResult, run_online
@@ -28,7 +25,7 @@ class ModeResult:
     mode: str
     label: str
     model: str
-    status: str                         # ok | error | unavailable | timeout
+    status: str                         # ok | error | unavailable | timeout | missing
     reason: str | None = None
     tallies: dict[str, ClassTally] = field(default_factory=dict)
     comparisons: list[Comparison] = field(default_factory=list)
@@ -87,16 +84,19 @@ class Summary:
                 and all(o.status == "ok" for o in self.online))
 
 
-def _worker_command(mode: str, model: str, scale: str, classes: list[str], out: Path) -> list[str]:
+def _worker_command(mode: str, model: str, scale: str, classes: list[str], out: Path, eager: bool) -> list[str]:
     return [sys.executable, "-m", "integration.harness.worker", "--mode", mode, "--model", model,
-            "--scale", scale, "--classes", ",".join(classes), "--out", str(out)]
+            "--scale", scale, "--classes", ",".join(classes), "--out", str(out)] + (["--eager"] if eager else [])
 
 
-def _run_worker(cmd: list[str], log_path: Path, timeout_s: float, on_progress) -> tuple[int | None, bool]:
+def _run_worker(cmd: list[str], log_path: Path, timeout_s: float, on_progress,
+                gpu: int | None = None) -> tuple[int | None, bool]:
     """Run one worker; its progress lines feed `on_progress`, everything else goes to the log."""
     import threading
 
     env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=REPO_ROOT,
@@ -144,60 +144,151 @@ def _collect(mode: engine.Mode, model: str, evidence: Path, rc: int | None, time
     return row
 
 
+class _Bars:
+    """A rich progress bar when rich is installed, plain lines otherwise (the GPU image may lack it)."""
+
+    def __init__(self, console) -> None:
+        self._lock = __import__("threading").Lock()
+        try:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(TextColumn("{task.description:<44}"), BarColumn(), MofNCompleteColumn(),
+                                      TimeElapsedColumn(), console=console)
+        except ImportError:
+            self._progress = None
+        self._last: dict[int, str] = {}
+
+    def __enter__(self):
+        if self._progress:
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress:
+            self._progress.__exit__(*exc)
+
+    def add(self, description: str, total: int | None) -> int:
+        with self._lock:
+            if self._progress:
+                return self._progress.add_task(description, total=total)
+            tid = len(self._last)
+            self._last[tid] = ""
+            print(f"[harness] {description}: started", flush=True)
+            return tid
+
+    def update(self, tid: int, completed: int, description: str, total: int | None = None) -> None:
+        with self._lock:
+            if self._progress:
+                kw = {"total": total} if total is not None else {}
+                self._progress.update(tid, completed=completed, description=description, **kw)
+            elif self._last.get(tid) != description:
+                self._last[tid] = description
+                print(f"[harness] {description}: {completed}", flush=True)
+
+
+def _load_rows(models: list[str], modes: list[str], out_dir: Path,
+               outcomes: dict | None = None) -> list[ModeResult]:
+    rows = []
+    outcomes = outcomes or {}
+    for model in models:
+        for mode_name in modes:
+            mode = engine.get_mode(mode_name)
+            path = out_dir / "raw" / f"{model}-{mode.name}.json"
+            if path.exists():
+                rc, timed_out = outcomes.get((model, mode.name), (0, False))
+                rows.append(_collect(mode, model, path, rc, timed_out, out_dir / "logs" / f"{model}-{mode.name}.log"))
+            else:
+                rows.append(ModeResult(mode.name, mode.label, model, "missing", f"no evidence file {path}"))
+    return rows
+
+
+def _reusable(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text()).get("status") in ("ok", "unavailable")
+    except (OSError, ValueError):
+        return False
+
+
 def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, online: bool,
             *, classes: list[str] | None = None, worker_timeout_s: float | None = None,
-            command: str | None = None, console: Console | None = None) -> Summary:
-    """Run the harness; returns the Summary and writes results.md, results.json, match_rate.png and
-    raw/<model>-<mode>.json (evidence), logs/ (worker and server logs) under out_dir."""
+            command: str | None = None, console=None, gpus: int = 1, resume: bool = False,
+            report_only: bool = False, eager: bool = False) -> Summary:
+    """Run the harness; returns the Summary and writes results.md, results.json, match_rate.png,
+    raw/<model>-<mode>.json (each worker's evidence) and logs/ (worker and server logs) under out_dir.
+
+    gpus > 1 runs that many workers at once, one GPU each (CUDA_VISIBLE_DEVICES). resume keeps
+    evidence files that finished (status ok/unavailable); report_only runs nothing and re-aggregates
+    the evidence already under out_dir/raw (e.g. collected from several machines or calls)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from vosti_plugin.engine_presets import has_gpu
 
-    console = console or Console(stderr=True)
     sc = get_scale(scale)
     classes = list(classes or CLASS_ORDER)
     out_dir = Path(out_dir)
     (out_dir / "raw").mkdir(parents=True, exist_ok=True)
     (out_dir / "logs").mkdir(parents=True, exist_ok=True)
     timeout = worker_timeout_s or (900.0 if sc.name == "cpu" else 1800.0)
-    command = command or "python -m integration.harness.cli " + shlex.join(
+    command = command or "python -m integration.harness " + shlex.join(
         [f"--scale={scale}", f"--modes={','.join(modes)}", f"--models={','.join(models)}", f"--out={out_dir}"]
         + (["--online"] if online else []))
-    rows: list[ModeResult] = []
+    for model in models:
+        model_specs.get(model)
+    jobs = [(model, engine.get_mode(m)) for model in models for m in modes]
     online_results: list[OnlineResult] = []
-    columns = (TextColumn("{task.description:<34}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        for model in models:
-            model_specs.get(model)
-            for mode_name in modes:
-                mode = engine.get_mode(mode_name)
-                evidence = out_dir / "raw" / f"{model}-{mode.name}.json"
-                evidence.unlink(missing_ok=True)
-                total = sum(sc.planned[c] for c in classes)
-                task = progress.add_task(f"{model} / {mode.label}", total=total)
-                done: dict[str, int] = {}
+    outcomes: dict[tuple[str, str], tuple[int | None, bool]] = {}
+    with _Bars(console) as bars:
+        def run_job(job, gpu):
+            model, mode = job
+            evidence = out_dir / "raw" / f"{model}-{mode.name}.json"
+            if report_only or (resume and _reusable(evidence)):
+                return
+            evidence.unlink(missing_ok=True)
+            total = sum(sc.planned[c] for c in classes)
+            name = f"{model} / {mode.label}" + (f" (GPU {gpu})" if gpu is not None else "")
+            task = bars.add(name, total)
+            done: dict[str, int] = {}
 
-                def on_progress(ev, task=task, done=done):
-                    done[ev["class"]] = ev["done"]
-                    progress.update(task, completed=sum(done.values()),
-                                    description=f"{model} / {mode.label} [{ev['class']}]")
+            def on_progress(ev):
+                done[ev["class"]] = ev["done"]
+                bars.update(task, sum(done.values()), f"{name} [{ev['class']}]")
 
-                log_path = out_dir / "logs" / f"{model}-{mode.name}.log"
-                rc, timed_out = _run_worker(_worker_command(mode.name, model, scale, classes, evidence),
-                                            log_path, timeout, on_progress)
-                row = _collect(mode, model, evidence, rc, timed_out, log_path)
-                progress.update(task, completed=total if row.status != "error" else sum(done.values()),
-                                description=f"{model} / {mode.label} [{row.status}]")
-                rows.append(row)
-        if online:
+            log_path = out_dir / "logs" / f"{model}-{mode.name}.log"
+            rc, timed_out = _run_worker(_worker_command(mode.name, model, scale, classes, evidence, eager),
+                                        log_path, timeout, on_progress, gpu)
+            outcomes[(model, mode.name)] = (rc, timed_out)
+            status = "timeout" if timed_out else ("finished" if rc == 0 else f"exit {rc}")
+            bars.update(task, sum(done.values()), f"{name} [{status}]")
+
+        if gpus > 1:
+            free = list(range(gpus))
+            lock = __import__("threading").Lock()
+
+            def pinned(job):
+                with lock:
+                    gpu = free.pop()
+                try:
+                    run_job(job, gpu)
+                finally:
+                    with lock:
+                        free.append(gpu)
+
+            with ThreadPoolExecutor(max_workers=gpus) as pool:
+                list(pool.map(pinned, jobs))
+        else:
+            for job in jobs:
+                run_job(job, None)
+        if online and not report_only:
             from vosti_plugin.model.tiny import ensure_tiny_model
 
             for mode_name in modes:
-                mode = engine.get_mode(mode_name)
-                if mode.name not in ("vosti", "default"):
+                if mode_name not in ("vosti", "default"):
                     continue
-                task = progress.add_task(f"online / {mode.label}", total=None)
-                res = run_online(str(ensure_tiny_model()), mode.name, out_dir / "logs" / f"online-{mode.name}.log")
-                progress.update(task, total=1, completed=1, description=f"online / {mode.label} [{res.status}]")
+                task = bars.add(f"online / {engine.get_mode(mode_name).label}", 1)
+                res = run_online(str(ensure_tiny_model()), mode_name, out_dir / "logs" / f"online-{mode_name}.log")
+                bars.update(task, 1, f"online / {engine.get_mode(mode_name).label} [{res.status}]")
                 online_results.append(res)
+    rows = _load_rows(models, modes, out_dir, outcomes)
     versions = [r.vllm_version for r in rows if r.vllm_version]
     summary = Summary(scale=sc.name, device="GPU" if has_gpu() else "CPU", top_k=sc.top_k, models=list(models),
                       rows=rows, online=online_results, out_dir=out_dir,

@@ -28,7 +28,8 @@ def _write(out: Path, result: dict) -> None:
     tmp.replace(out)
 
 
-def run_worker(mode_name: str, model_name: str, scale_name: str, classes: list[str], out: Path) -> dict:
+def run_worker(mode_name: str, model_name: str, scale_name: str, classes: list[str], out: Path,
+               eager: bool = False) -> dict:
     from integration.harness import engine, models
     from integration.harness.classes import CLASSES, Runner
     from integration.harness.scale import get as get_scale
@@ -46,7 +47,7 @@ def run_worker(mode_name: str, model_name: str, scale_name: str, classes: list[s
     t0 = time.perf_counter()
     try:
         path = models.materialize(spec, out.parent / "models")
-        llm = engine.build(mode, spec, str(path), scale)
+        llm = engine.build(mode, spec, str(path), scale, eager=eager)
         result["startup_s"] = time.perf_counter() - t0
         import vllm
 
@@ -80,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", required=True)
     ap.add_argument("--classes", default="batch,chunk,prefill_decode,prefix")
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--eager", action="store_true", help="enforce_eager=True (no torch.compile / CUDA graphs)")
     a = ap.parse_args(argv)
-    result = run_worker(a.mode, a.model, a.scale, [c for c in a.classes.split(",") if c], a.out)
+    result = run_worker(a.mode, a.model, a.scale, [c for c in a.classes.split(",") if c], a.out, a.eager)
     if result["status"] == "error":
         print(result.get("traceback", result.get("reason")), file=sys.stderr)
         return 1
