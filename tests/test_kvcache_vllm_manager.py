@@ -126,3 +126,12 @@ def test_mamba_layouts_are_refused_with_a_clear_error():
     spec = MambaSpec(block_size=PAGE, shapes=((2, 8),), dtypes=(torch.float32,))
     with pytest.raises(UnsupportedKVCacheLayout, match="MambaManager"):
         _manager(spec=spec)
+
+
+def test_sliding_window_pool_too_small_for_whole_chains_is_refused():
+    from vllm.v1.kv_cache_interface import SlidingWindowSpec
+
+    spec = SlidingWindowSpec(block_size=PAGE, num_kv_heads=2, head_size=32, dtype=torch.float32, sliding_window=32)
+    with pytest.raises(UnsupportedKVCacheLayout, match="sliding-window"):
+        _manager(spec=spec, num_blocks=12)  # max_model_len 1024 needs 64 pages
+    assert _manager(spec=spec, num_blocks=80).page_size == PAGE

@@ -26,6 +26,23 @@ import time
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 
+def models_config(name: str) -> dict | None:
+    from integration.harness import models
+
+    return models.get(name).config
+
+
+def _expected_kv_groups(config: dict | None) -> int:
+    """vLLM's layer grouping (kv_cache_utils): group size = fewest layers of one attention type
+    (or the most, when the counts are within 1.5x); one group per group-size layers of each type."""
+    types = (config or {}).get("layer_types") or []
+    counts = [types.count(t) for t in sorted(set(types))]
+    if len(counts) < 2:
+        return 1
+    size = min(counts) if max(counts) >= 1.5 * min(counts) else max(counts)
+    return sum(-(-c // size) for c in counts)
+
+
 def _prompts(n: int, shared_len: int, tail_len: int, vocab: int, seed: int = 0) -> list[list[int]]:
     rng = random.Random(seed)
     shared = [rng.randrange(3, vocab) for _ in range(shared_len)]
@@ -90,6 +107,11 @@ def run(args) -> dict:
     spec = models.ModelSpec(spec.name, config, spec.gemma_norms) if config else spec
     path = str(models.materialize(spec))
     gpu = has_gpu()
+    groups = _expected_kv_groups(config)
+    if args.pages == 0:
+        # ~2.2 requests of shared + tail tokens in every KV group (vosti keeps sliding-window pages).
+        page = 16 if gpu else 32
+        args.pages = int(2.2 * groups * -(-(args.shared + args.tail + args.max_tokens) // page))
     from vllm import LLM, SamplingParams
 
     overrides = dict(
@@ -105,7 +127,8 @@ def run(args) -> dict:
         overrides["gpu_memory_utilization"] = 0.6
     if spec.dummy:
         overrides["load_format"] = "dummy"
-    result: dict = {"model": args.model, "gpu": gpu, "layers": args.layers, "pages": args.pages, "engines": {}}
+    result: dict = {"model": args.model, "gpu": gpu, "layers": args.layers, "pages": args.pages,
+                    "kv_groups": groups, "engines": {}}
     engines = [("vosti", True)] + ([("stock-scheduler", False)] if args.stock_scheduler else [])
     for label, vosti in engines:
         kw = llm_kwargs(path, vosti=vosti and args.backend == "vosti", **overrides)
@@ -183,14 +206,17 @@ def main() -> int:
     ap.add_argument("--tail", type=int, default=2048)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--budget", type=int, default=512)
-    ap.add_argument("--pages", type=int, default=420, help="page pool (16-token pages): ~2 requests")
+    ap.add_argument("--pages", type=int, default=0, help="page pool; 0: ~2.2 requests in every KV group")
     ap.add_argument("--backend", default="vosti", help="vosti, or 'stock' for vLLM's own attention")
     ap.add_argument("--stock-scheduler", action="store_true")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny model, small sizes, stock CPU attention")
     args = ap.parse_args()
     if args.cpu_smoke:
-        args.model, args.requests, args.shared, args.tail = "tiny", 4, 64, 150
-        args.max_tokens, args.budget, args.pages, args.backend = 24, 96, 20, "stock"
+        if args.model == "llama31-8b":
+            args.model = "tiny"
+        args.requests, args.shared, args.tail = 4, 64, 150
+        args.max_tokens, args.budget, args.backend = 24, 96, "stock"
+        args.pages = args.pages or 20 * _expected_kv_groups(models_config(args.model))
     result = run(args)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

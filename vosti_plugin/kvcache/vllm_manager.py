@@ -79,9 +79,24 @@ class VostiKVCacheManager(KVCacheManager):
             m.block_pool = pool
             if isinstance(m, SlidingWindowManager):
                 _keep_whole_chain(m)
+        self._check_one_request_fits()
         self.enable_kv_cache_events = False
         self._pending_write_tokens: list[tuple] = []
         return self
+
+    def _check_one_request_fits(self) -> None:
+        """vLLM sizes the pool assuming sliding-window groups recycle pages below the window; vosti
+        keeps them, so a max_model_len request needs a page per group per page of tokens."""
+        if not any(isinstance(m, SlidingWindowManager) for m in self.coordinator.single_type_managers):
+            return
+        need = self.num_kv_cache_groups * -(-self.max_model_len // self.page_size)
+        have = self.block_pool.num_gpu_blocks - 1
+        if need > have:
+            raise UnsupportedKVCacheLayout(
+                f"vosti keeps sliding-window pages below the window: one max_model_len={self.max_model_len} "
+                f"request needs {need} pages ({self.num_kv_cache_groups} KV groups), the pool has {have}; "
+                "lower max_model_len or give the KV cache more memory"
+            )
 
     @property
     def page_size(self) -> int:
