@@ -55,7 +55,8 @@ def verify_kernel(kernel_fn_or_source: Any, contract: Contract | Goal | None = N
         spec = contract_of(kernel_fn_or_source)
     if spec is None:
         raise ValueError("no contract: pass one or decorate the kernel with @contract")
-    goals = [contract] if isinstance(contract, Goal) else [g for g in spec.verif if goal in (None, g.name)]
+    goals = [contract] if isinstance(contract, Goal) else [g for g in spec.verif if goal in (None, g.name)
+                                                           and (goal is not None or g.applies(config))]
     try:
         k = _ir_of(kernel_fn_or_source)
     except Unsupported as u:
@@ -215,6 +216,9 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
         shash = _source_hash(kern, spec)
         for gi, g in enumerate(spec.verif):
             for key, members in _groups(entry, k, spec):
+                members = [(c, f) for c, f in members if g.applies(c)]
+                if not members:
+                    continue
                 domain = sorted(({n: c[n] for n in spec.symbolic if n in c} for c, _ in members),
                                 key=lambda d: json.dumps(d, sort_keys=True))
                 domain = [d for i, d in enumerate(domain) if d and d not in domain[:i]]

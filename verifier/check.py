@@ -114,6 +114,10 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
                 out.append((z3.Int(f"{var}@{side}"), val))
             elif var.startswith("lane"):
                 out.append((writer.lanes[int(var[4:])], val))
+            else:  # a loop variable of the kernel, by its source name
+                for lp in writer.store.loops:
+                    if lp.var == var:
+                        out.append((lp.k, val))
         return out
 
     outputs = OutputGoals(prover, checker, sides["L"], sides["R"], grids, {s: ev[s].stride_var for s in "LR"}, hint,

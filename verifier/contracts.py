@@ -59,6 +59,10 @@ class Goal:
     pre: tuple[str, ...] = ()
     post: tuple[str, ...] = ()
     witness: tuple[tuple[str, str, str], ...] = ()  # (side, writer variable, expression)
+    when: str = ""  # a Python condition on the config's constexprs; the goal applies only where it holds
+
+    def applies(self, config: dict) -> bool:
+        return not self.when or bool(eval(self.when, {"__builtins__": {}}, dict(config)))  # noqa: S307
 
 
 @dataclass(frozen=True)
@@ -90,12 +94,13 @@ def scalar(dtype: str = "int32") -> ScalarSpec:
 
 
 def goal(name: str, *, same: tuple[str, ...] | list[str] = (), pre: tuple[str, ...] | list[str] = (),
-         post: tuple[str, ...] | list[str] = (), witness: dict[str, dict[str, str]] | None = None) -> Goal:
+         post: tuple[str, ...] | list[str] = (), witness: dict[str, dict[str, str]] | None = None,
+         when: str = "") -> Goal:
     """witness: optional writer of a selected output element, per side ("L"/"R"): {"pid0": expr,
     "lane0": expr, ...} in terms of the goal's free variables and `e0, e1, ...` (the element's coordinates);
     it only helps the coverage proof (which checks it), it is never trusted."""
     w = tuple((side, var, expr) for side, d in (witness or {}).items() for var, expr in d.items())
-    return Goal(name, tuple(same), tuple(pre), tuple(post), w)
+    return Goal(name, tuple(same), tuple(pre), tuple(post), w, when)
 
 
 def contract(*, params: dict[str, Union[TensorSpec, ScalarSpec]], grid: tuple[str, ...] | list[str],

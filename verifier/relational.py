@@ -260,7 +260,9 @@ class Checker:
         if not fact.bound:
             return self.p.valid(goal_for([]), pc)
         cands = int_subterms(list(cl) + list(cr))
-        for combo in itertools.islice(itertools.product(cands, repeat=len(fact.bound)), 400):
+        if len(fact.bound) > 1:
+            cands = cands[:12]
+        for combo in itertools.islice(itertools.product(cands, repeat=len(fact.bound)), 200):
             if self.p.valid(goal_for(list(zip(fact.bound, combo))), pc):
                 return True
         return False

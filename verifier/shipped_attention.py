@@ -20,9 +20,11 @@ _TENSORS = {
     "seq_lens_ptr": tensor(("S",), (1,), "int32"),
     "query_start_loc_ptr": tensor(("S1",), (1,), "int32"),
     "out_ptr": tensor(("T", "HQ", "HEAD_DIM"), ("stride_ot", "stride_oh", 1)),
-    "part_m_ptr": tensor(("W",), (1,)),
-    "part_l_ptr": tensor(("W",), (1,)),
-    "part_acc_ptr": tensor(("W",), (1,)),
+    # the split path's fp32 workspace, indexed (token * num_q_heads + head) * num_segments + segment
+    "part_m_ptr": tensor(("T", "HQ", "NSEG"), ("num_q_heads*num_segments", "num_segments", 1)),
+    "part_l_ptr": tensor(("T", "HQ", "NSEG"), ("num_q_heads*num_segments", "num_segments", 1)),
+    "part_acc_ptr": tensor(("T", "HQ", "NSEG", "HEAD_DIM"),
+                           ("num_q_heads*num_segments*HEAD_DIM", "num_segments*HEAD_DIM", "HEAD_DIM", 1)),
     "scale": scalar("float32"),
     "soft_cap": scalar("float32"),
 }
@@ -58,10 +60,25 @@ def _writer(side: str, seq: str, row: str) -> dict[str, str]:
             "lane0": f"(({row} - {qsl}[{seq}]) % BLOCK_Q) * QUERIES_PER_KV + e1 % QUERIES_PER_KV"}
 
 
+LO = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
+
+
+def _partials_equal(h: str, g: str) -> tuple[str, ...]:
+    """The split path's partials (m, l, acc) of row x / y, head h, segment g."""
+    return (f"L.part_m_ptr[x, {h}, {g}] == R.part_m_ptr[y, {h}, {g}]",
+            f"L.part_l_ptr[x, {h}, {g}] == R.part_l_ptr[y, {h}, {g}]",
+            f"L.part_acc_ptr[x, {h}, {g}, :] == R.part_acc_ptr[y, {h}, {g}, :]")
+
+
+def _segments_range(g: str) -> str:
+    return f"({LO}) // SEGMENT <= {g} <= p // SEGMENT"
+
+
 def _causal_goal():
-    lo = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
+    lo = LO
     return goal(
         "causal_row_invariance",
+        when="FUSED",
         same=("num_q_heads", "HQ", "HKV", "scale", "soft_cap", "window"),
         pre=("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p >= 0")
         + _sequence("L", "sL", "x") + _sequence("R", "sR", "y")
@@ -71,13 +88,52 @@ def _causal_goal():
     )
 
 
+def _split_goal():
+    parts = _partials_equal("h", "g")
+    return goal(
+        "causal_segment_partials",
+        when="not FUSED",
+        same=("num_q_heads", "HQ", "HKV", "scale", "soft_cap", "window"),
+        pre=("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p >= 0")
+        + _sequence("L", "sL", "x") + _sequence("R", "sR", "y")
+        + ("p // SEGMENT < L.num_segments", "p // SEGMENT < R.num_segments")
+        + ("L.q_ptr[x, :, :] == R.q_ptr[y, :, :]",) + _kv_equal(LO),
+        post=tuple(f"forall(h, 0 <= h < HQ, forall(g, {_segments_range('g')}, {c}))" for c in parts),
+        witness={"L": {**_writer("L", "sL", "x").copy(), "pid1": "h // QUERIES_PER_KV",
+                       "lane0": "((x - L.query_start_loc_ptr[sL]) % BLOCK_Q) * QUERIES_PER_KV + h % QUERIES_PER_KV",
+                       "pid2": "g", "seg": "g"},
+                 "R": {**_writer("R", "sR", "y").copy(), "pid1": "h // QUERIES_PER_KV",
+                       "lane0": "((y - R.query_start_loc_ptr[sR]) % BLOCK_Q) * QUERIES_PER_KV + h % QUERIES_PER_KV",
+                       "pid2": "g", "seg": "g"}},
+    )
+
+
 SEGMENTS_FUSED = contract(
     params=_TENSORS,
-    grid=("T // BLOCK_Q + num_seqs", "HKV", "1"),
-    verif=[_causal_goal()],
+    grid=("T // BLOCK_Q + num_seqs", "HKV", "ite(FUSED, 1, num_segments)"),
+    verif=[_causal_goal(), _split_goal()],
     symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_N"),
     assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1", "BLOCK_Q >= 1",
             "BLOCK_M == BLOCK_Q * QUERIES_PER_KV", "BLOCK_N >= 1", "SEGMENT % BLOCK_N == 0"),
+)
+
+
+COMBINE = contract(
+    params={"out_ptr": _TENSORS["out_ptr"], "part_m_ptr": _TENSORS["part_m_ptr"],
+            "part_l_ptr": _TENSORS["part_l_ptr"], "part_acc_ptr": _TENSORS["part_acc_ptr"],
+            "seq_lens_ptr": _TENSORS["seq_lens_ptr"], "query_start_loc_ptr": _TENSORS["query_start_loc_ptr"]},
+    grid=("T", "HQ"),
+    verif=[goal(
+        "segment_fold_invariance",
+        same=("num_q_heads", "HQ", "window"),
+        pre=("num_q_heads == HQ", "window >= 1", "p >= 0")
+        + _sequence("L", "sL", "x") + _sequence("R", "sR", "y")
+        + tuple(f"forall(h, 0 <= h < HQ, forall(g, {_segments_range('g')}, {c}))" for c in _partials_equal("h", "g")),
+        post=("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",),
+        witness={"L": {"pid0": "x", "pid1": "e1"}, "R": {"pid0": "y", "pid1": "e1"}},
+    )],
+    symbolic=("HEAD_DIM",),
+    assume=("HEAD_DIM >= 1",),
 )
 
 
@@ -102,8 +158,18 @@ def entries() -> list[dict]:
         for soft_cap in (False, True):
             for window in (False, True):
                 configs.append(({**base, "USE_SOFT_CAP": soft_cap, "USE_WINDOW": window, "FUSED": True}, fam))
-    return [{"family": "paged_attention", "kernel": kernel, "configs": configs,
-             "goal_filter": lambda cfg, g: True, "use_window_from_goal": True}]
+    combine = pa._combine_segments_kernel
+    if contract_of(combine) is None:
+        COMBINE(combine)
+    split = [({**c, "FUSED": False}, fam) for c, fam in configs]
+    comb = []
+    for c, fam in configs:
+        cc = ({"HEAD_DIM": c["HEAD_DIM"], "SEGMENT": c["SEGMENT"], "SEQ_SCAN_CHUNK": c["SEQ_SCAN_CHUNK"],
+               "USE_WINDOW": c["USE_WINDOW"]}, fam)
+        if cc not in comb:
+            comb.append(cc)
+    return [{"family": "paged_attention", "kernel": kernel, "configs": configs + split},
+            {"family": "paged_attention", "kernel": combine, "configs": comb}]
 
 
 _ = Any

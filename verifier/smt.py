@@ -166,8 +166,17 @@ def free_consts(e: z3.ExprRef, _cache: dict = {}) -> frozenset[str]:
     return res
 
 
+def _size(e: z3.ExprRef) -> int:
+    return 1 + sum(_size(c) for c in e.children()) if z3.is_app(e) else 1
+
+
 def int_subterms(es: Iterable[z3.ExprRef], limit: int = 60) -> list[z3.ArithRef]:
-    """Integer-sorted subterms of es, outermost first, deduplicated; candidate witnesses for existentials."""
+    """Integer-sorted subterms of es, deduplicated, smallest first (program ids, loop counters and lanes
+    before compound terms); candidate witnesses for existentials."""
+    return sorted(_int_subterms(es, limit), key=_size)
+
+
+def _int_subterms(es: Iterable[z3.ExprRef], limit: int = 60) -> list[z3.ArithRef]:
     out, seen = [], set()
     todo = list(es)
     while todo and len(out) < limit:

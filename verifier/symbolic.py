@@ -17,7 +17,7 @@ import z3
 from verifier import ir
 from verifier.contracts import Contract, ScalarSpec, TensorSpec
 from verifier.frontend import Unsupported
-from verifier.values import (FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
+from verifier.values import (monomial, FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
                              FUndef, Lin, PtrElem, Tile, broadcast, broadcast_shape, const_tile, dims_eq, shapes_eq)
 
 _fresh = itertools.count()
@@ -44,6 +44,7 @@ class LoopInfo:
     alive: z3.BoolRef
     line: int
     outer: tuple["LoopInfo", ...] = ()
+    var: str = ""
 
     def in_range(self, k: Optional[z3.ArithRef] = None) -> z3.BoolRef:
         k = self.k if k is None else k
@@ -101,12 +102,12 @@ class SideEvaluator:
         self.loops: dict[str, LoopInfo] = {}
         self.loop_stack: list[LoopInfo] = []
         self.recording = True
-        self.strides: dict[str, tuple[str, int]] = {}  # stride param -> (tensor, dim)
+        self.strides: set[str] = set()  # names that occur in some tensor stride (they keep Lin keys)
         for name, spec in contract.params:
             if isinstance(spec, TensorSpec):
-                for d, s in enumerate(spec.strides):
+                for s in spec.strides:
                     if isinstance(s, str):
-                        self.strides.setdefault(s, (name, d))
+                        self.strides |= set(monomial(s))
         self.int_fns: dict[str, z3.FuncDeclRef] = {}
         self.pids: dict[int, z3.ArithRef] = {}
         self.counts: dict[int, tuple] = {}
@@ -133,6 +134,9 @@ class SideEvaluator:
                 b = z3.Bool(p.name)
                 self.env[p.name] = Tile("bool", (), lambda _l, b=b: b)
                 continue
+            if p.constexpr and p.name in self.symbolic and p.name in self.strides:
+                self.env[p.name] = Tile("int", (), lambda _l, n=p.name: Lin({(n,): z3.IntVal(1)}))
+                continue
             if p.constexpr and p.name in self.symbolic:
                 v = z3.Int(p.name)
                 self.env[p.name] = Tile("int", (), lambda _l, v=v: Lin.const(v))
@@ -154,7 +158,7 @@ class SideEvaluator:
             elif p.name in self.config and isinstance(self.config[p.name], (int, float)):
                 self.env[p.name] = const_tile(self.config[p.name])
             elif p.name in self.strides:
-                self.env[p.name] = Tile("int", (), lambda _l, n=p.name: Lin({n: z3.IntVal(1)}))
+                self.env[p.name] = Tile("int", (), lambda _l, n=p.name: Lin({(n,): z3.IntVal(1)}))
             else:
                 v = self.var(p.name)
                 self.env[p.name] = Tile("int", (), lambda _l, v=v: Lin.const(v))
@@ -163,7 +167,7 @@ class SideEvaluator:
                           tuple(self.pids[a] for a in sorted(self.pids)), {}, self.axioms, self.obligations)
 
     def stride_var(self, key: str) -> z3.ArithRef:
-        return self.var(key)
+        return z3.Int(key) if key in self.symbolic else self.var(key)
 
     def z(self, t: Tile, lanes: tuple = ()) -> z3.ArithRef:
         """Scalar/int element as a Z3 integer."""
@@ -302,7 +306,7 @@ class SideEvaluator:
         counting: dict[str, tuple] = {}
         for attempt in range(3):
             info = LoopInfo(loop_id, self.side, k, start, stop, step, {}, self.alive, s.line,
-                            tuple(self.loop_stack))
+                            tuple(self.loop_stack), s.var)
             overrides: dict[str, Tile] = {}
             for n in floats:
                 overrides[n] = Tile("float", state_shapes[n],
@@ -611,7 +615,7 @@ class SideEvaluator:
                     return y.scale(x.coeff(None))
                 if not y.stride_keys:
                     return x.scale(y.coeff(None))
-                return Lin.const(x.to_z3(self.stride_var) * y.to_z3(self.stride_var))
+                return x.times(y)
             return Tile("int", shape, mul)
         if op in ("floordiv", "mod"):
             f = (lambda x, y: x / y) if op == "floordiv" else (lambda x, y: x % y)
@@ -631,6 +635,7 @@ class SideEvaluator:
         if not isinstance(o, Lin):
             o = Lin.const(z3.If(o, 1, 0))
         spec = self.c.tensors[p.tensor]
+        keys = [monomial(s) if isinstance(s, str) else None for s in spec.strides]
         coords = list(p.coords)
         for key, coef in o.terms.items():
             if key is None:
@@ -641,9 +646,10 @@ class SideEvaluator:
                                           f"{p.tensor} has stride 1 in the contract")
                 d = spec.strides.index(1)
             else:
-                if key not in spec.strides:
-                    raise self.fail(line, f"offset into {p.tensor} uses {key}, which is not one of its strides")
-                d = spec.strides.index(key)
+                if key not in keys:
+                    raise self.fail(line, f"offset into {p.tensor} uses {'*'.join(key)}, which is not one of "
+                                          f"its strides")
+                d = keys.index(key)
             coords[d] = z3.simplify(coords[d] + sign * coef)
         return PtrElem(p.tensor, p.side, tuple(coords))
 

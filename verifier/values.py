@@ -25,8 +25,14 @@ def zkey(e: Any) -> Any:
     return ("z", e.get_id()) if isinstance(e, z3.ExprRef) else e
 
 
+def monomial(stride: str) -> tuple[str, ...]:
+    """A contract stride such as "num_q_heads*num_segments" as a sorted tuple of names."""
+    return tuple(sorted(x.strip() for x in stride.split("*")))
+
+
 class Lin:
-    """sum(coeff[k] * k) + coeff[None]; keys are stride parameter names; coefficients are Z3 ints."""
+    """sum(coeff[k] * prod(k)) + coeff[None]; keys are monomials (sorted tuples) of the parameters that
+    appear in tensor strides, so a pointer offset splits back into coordinates; coefficients are Z3 ints."""
 
     __slots__ = ("terms",)
 
@@ -59,10 +65,22 @@ class Lin:
     def scale(self, c: Z) -> "Lin":
         return Lin({k: z3.simplify(v * c) for k, v in self.terms.items()})
 
+    def times(self, o: "Lin") -> "Lin":
+        t: dict = {}
+        for k1, c1 in self.terms.items():
+            for k2, c2 in o.terms.items():
+                key = tuple(sorted((k1 or ()) + (k2 or ()))) or None
+                c = z3.simplify(c1 * c2)
+                t[key] = z3.simplify(t[key] + c) if key in t else c
+        return Lin(t)
+
     def to_z3(self, stride_var: Callable[[str], Z]) -> Z:
         acc = self.coeff(None)
         for k in self.stride_keys:
-            acc = acc + self.terms[k] * stride_var(k)
+            term = self.terms[k]
+            for name in k:
+                term = term * stride_var(name)
+            acc = acc + term
         return z3.simplify(acc)
 
 
