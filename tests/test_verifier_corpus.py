@@ -9,6 +9,7 @@ import pytest
 
 from verifier.api import verify_kernel
 from verifier.contracts import contract_of
+from verifier.launch import check_module, obligations
 
 CORPUS = Path(__file__).parent / "verifier_corpus"
 ROOT = Path(__file__).parent.parent
@@ -37,12 +38,23 @@ def test_corpus_covers_the_known_failure_modes():
     names = {p.stem for p in NEGATIVE}
     assert {"bad_split_depends_on_m", "bad_tile_from_batch_shape", "bad_fixed_num_splits",
             "bad_masked_tile_resets_max", "bad_reads_beyond_prefix", "bad_atomic_accumulate",
-            "bad_loop_bound_from_other_request"} <= names
+            "bad_loop_bound_from_other_request", "bad_launch_tile_from_max_seqlen"} <= names
+
+
+@pytest.mark.parametrize("module", ["vosti_plugin/ops/matmul.py", "vosti_plugin/ops/rmsnorm.py",
+                                    "vosti_plugin/ops/softmax.py", "vosti_plugin/attention/kv_write.py"])
+def test_shipped_launches_take_constexprs_from_the_model_only(module):
+    assert check_module(ROOT / module) == []
 
 
 @pytest.mark.parametrize("path", NEGATIVE, ids=lambda p: p.stem)
 def test_broken_kernel_is_rejected_with_the_named_obligation(path):
     mod = _load(path)
+    if getattr(mod, "LAUNCH", False):  # a host wrapper choosing a constexpr from the batch
+        found = obligations(check_module(path))
+        assert found and {o.name for o in found} == {mod.EXPECT}
+        assert any("BLOCK_N" in o.message and "seq_lens" in o.message for o in found), found
+        return
     (kernel,) = _kernels(mod)
     report = verify_kernel(kernel, config=mod.CONFIGS[0])
     assert report.status in ("failed", "unsupported"), str(report)

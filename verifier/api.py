@@ -241,6 +241,7 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
         for i, out in zip(todo, outs):
             meta[i][4].write_text(json.dumps(out))
             summaries[i] = (out, False)
+    results += _launch_results(kernel, progress)
     for i, (name, gname, members, src, _path) in enumerate(meta):
         out, cached = summaries[i]
         for cfg, _fam in members:
@@ -250,6 +251,32 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
             if progress:
                 progress(r)
     return results
+
+
+def _launch_results(kernel: str | None, progress) -> list[Result]:
+    """One row per host module: its launches take every constexpr and num_warps from the config."""
+    from verifier.launch import check_module
+
+    root = Path(__file__).resolve().parent.parent
+    out = []
+    for rel in _SOURCES:
+        path = root / rel
+        if not path.exists() or "@triton.jit" not in path.read_text():
+            continue
+        name = f"launch:{Path(rel).stem}"
+        if kernel is not None and kernel not in name:
+            continue
+        t0 = time.perf_counter()
+        found = check_module(path)
+        f = found[0] if found else None
+        r = Result(name, {}, "constexprs_from_model_only", "failed" if found else "proved",
+                   "launch-config" if f else "", f.line if f else 0,
+                   (f"{f.function} launches {f.kernel} with {f.name} depending on the batch: {f.because}"
+                    if f else ""), time.perf_counter() - t0, False, str(rel))
+        out.append(r)
+        if progress:
+            progress(r)
+    return out
 
 
 def proved_configs(results: Iterable[Result] | None = None) -> list[tuple[str, tuple]]:
