@@ -1,5 +1,8 @@
 """Z3 plumbing: one incremental solver per goal holding the global hypotheses, with cached answers.
 
+Queries are bounded by Z3's resource counter (`rlimit`), not by wall-clock time, so a verdict does not
+depend on how loaded the machine is.
+
 `valid(goal, pc)` is True only when Z3 proves it (unknown counts as not proved); `possible(pc)` is False
 only when Z3 proves the path impossible (unknown counts as possible).  Both are the conservative answer.
 """
@@ -10,15 +13,24 @@ from typing import Iterable
 import z3
 
 
+RLIMIT_PER_MS = 2000  # Z3 resource units per millisecond of an unloaded core (measured, roughly)
+
+
+def new_solver(budget_ms: int) -> z3.Solver:
+    s = z3.Solver()
+    s.set("rlimit", budget_ms * RLIMIT_PER_MS)
+    s.set(timeout=budget_ms * 20)  # a safety net only; the resource limit decides
+    return s
+
+
 class Prover:
     """domain: the finitely many values (one dict per config) of the constexprs kept symbolic.  A query Z3
     cannot decide symbolically (typically non-linear in a block size) is re-asked once per value of the
     symbolic constexprs it mentions, where it is linear."""
 
     def __init__(self, hyps: Iterable[z3.BoolRef], timeout_ms: int = 3000, domain: list[dict] | None = None):
-        self.solver = z3.Solver()
+        self.solver = new_solver(timeout_ms)
         self.timeout_ms = timeout_ms
-        self.solver.set(timeout=timeout_ms)
         self.hyps = list(hyps)
         self.solver.add(*self.hyps)
         self.cache: dict[tuple, tuple] = {}
@@ -30,14 +42,24 @@ class Prover:
         self.lin_cache: dict[int, tuple] = {}
         if self.domain:
             self.hyps = [self.linearize(h) for h in self.hyps]
-            self.solver = z3.Solver()
-            self.solver.set(timeout=timeout_ms)
+            self.solver = new_solver(timeout_ms)
             self.solver.add(*self.hyps)
+        # the quantifier-free hypotheses alone: an unsat answer there is final and much cheaper
+        self.light = new_solver(max(1, timeout_ms // 10))
+        self.light.add(*[h for h in self.hyps if not has_quantifier(h)])
 
     def _check(self, formulas: list[z3.BoolRef]) -> z3.CheckSatResult:
         self.queries += 1
         if self.domain:
             formulas = [self.linearize(f) for f in formulas]
+        if not any(has_quantifier(f) for f in formulas):
+            self.light.push()
+            try:
+                self.light.add(*formulas)
+                if self.light.check() == z3.unsat:
+                    return z3.unsat
+            finally:
+                self.light.pop()
         self.solver.push()
         try:
             self.solver.add(*formulas)
@@ -102,8 +124,7 @@ class Prover:
             sk = (tuple(names), key)
             s = self.split_solvers.get(sk)
             if s is None:
-                s = self.split_solvers[sk] = z3.Solver()
-                s.set(timeout=self.timeout_ms)
+                s = self.split_solvers[sk] = new_solver(self.timeout_ms)
                 s.add(*[z3.substitute(h, *sub) for h in self.hyps])
             s.push()
             try:
@@ -223,3 +244,24 @@ def nonlinear_names(e: z3.ExprRef, symbolic: set, _cache: dict = {}) -> frozense
         _cache.clear()
     _cache[key] = (e, res)
     return res
+
+
+def has_quantifier(e: z3.ExprRef, _cache: dict = {}) -> bool:
+    key = e.get_id()
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit[1]
+    todo, seen, found = [e], set(), False
+    while todo and not found:
+        x = todo.pop()
+        if x.get_id() in seen:
+            continue
+        seen.add(x.get_id())
+        if z3.is_quantifier(x):
+            found = True
+        elif z3.is_app(x):
+            todo.extend(x.children())
+    if len(_cache) > 200000:
+        _cache.clear()
+    _cache[key] = (e, found)
+    return found

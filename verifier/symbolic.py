@@ -439,8 +439,8 @@ class SideEvaluator:
             goals = [x == y for x, y in zip(a.coords, b.coords)] + [z3.BoolVal(a.tensor == b.tensor)]
         else:
             goals = [self.z(expected, lanes) == self.z(nxt, lanes)]
-        s = z3.Solver()
-        s.set(timeout=5000)
+        from verifier.smt import new_solver
+        s = new_solver(3000)
         s.add(z3.Not(z3.And(goals)))
         if s.check() != z3.unsat:
             raise self.fail(line, f"loop-carried integer {name} is not an induction variable (v += constant)")

@@ -1,0 +1,18 @@
+"""vosti kernel verifier: Z3-checked relational contracts over a small tile IR of Triton kernels.
+
+Passes, one module each:
+  frontend   Python source of a @triton.jit kernel -> ir (frozen dataclasses); outside the subset -> Unsupported
+  symbolic   one invocation (left or right) of one symbolic program -> stores, loops, element terms
+  relational equality of two element terms: case splits on masks, aligned reductions, loop induction
+  noop       value analysis: is an iteration that only one side runs an exact no-op for the selected row?
+  outputs    output goals: coverage, write races, stored values, write frames
+  spec       contract expressions -> Z3 hypotheses and equal regions
+  smt        Z3 plumbing (resource-limited, cached, symbolic constexprs linearized over their catalog values)
+  launch     host launch sites: constexprs must not be chosen from the batch
+  report     obligations, results, rich table / JSON
+  api        verify_kernel, verify_catalog, proved_configs
+Contracts of the shipped kernels: shipped_ops, shipped_attention, shipped_kv.
+"""
+from verifier.contracts import contract, goal, scalar, tensor
+
+__all__ = ["contract", "goal", "scalar", "tensor"]
