@@ -251,14 +251,18 @@ def test_salted_tenants_do_not_share_pages(llm):
     assert cached_b_again == 64
 
 
-def test_hit_statistics_reach_vllm_and_vosti_counters(llm):
+def test_hit_statistics_count_admissions_hits_and_tokens(llm):
     stats = _scheduler(llm).kv_cache_manager.hit_stats
-    queries, hit_tokens = stats.queries, stats.hit_tokens
+
+    def snapshot():
+        return (stats.queries, stats.hits, stats.query_tokens, stats.hit_tokens)
+
+    before = snapshot()
     prompt = _tokens(11, 70)
     _run(llm, [prompt])
     ((cached, _),) = _run(llm, [prompt])
     assert cached == 64
-    assert stats.queries >= queries + 2 and stats.hit_tokens >= hit_tokens + 64
+    assert tuple(a - b for a, b in zip(snapshot(), before)) == (2, 1, 140, 64)
 
 
 def test_eviction_and_preemption_keep_logits_equal_to_cold_runs(tight_llm):

@@ -5,8 +5,8 @@ must leave every request's raw logits bitwise equal to a cold solo run; plus sch
     python integration/gpu/kvcache_pressure_check.py --model gemma3-4b --out $OUT/kvcache_gemma.json
     python integration/gpu/kvcache_pressure_check.py --cpu-smoke --out /tmp/kvcache.json   # logic, no GPU
 
-Workload: N requests (default 6) of ~3K tokens sharing a 1K-token prefix, 32 generated tokens each,
-on a page pool (num_gpu_blocks_override) that holds about two of them, token budget 512 (chunked
+Workload: N requests (default 6) of ~3K tokens sharing a 1K-token prefix, 64 generated tokens each,
+on a page pool (num_gpu_blocks_override) that holds two of them but not their decodes, token budget 512 (chunked
 prefill). References: each prompt alone after reset_prefix_cache(). Variants: all together from an
 empty cache, then all together again in reverse order (warm cache). Reported per variant: bitwise
 equal requests, max |diff| of the top-20 raw logits, cached tokens per request; engine-wide:
@@ -24,12 +24,6 @@ import sys
 import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-
-
-def models_config(name: str) -> dict | None:
-    from integration.harness import models
-
-    return models.get(name).config
 
 
 def _expected_kv_groups(config: dict | None) -> int:
@@ -108,10 +102,13 @@ def run(args) -> dict:
     path = str(models.materialize(spec))
     gpu = has_gpu()
     groups = _expected_kv_groups(config)
+    page = 16 if gpu else 32
     if args.pages == 0:
-        # ~2.2 requests of shared + tail tokens in every KV group (vosti keeps sliding-window pages).
-        page = 16 if gpu else 32
-        args.pages = int(2.2 * groups * -(-(args.shared + args.tail + args.max_tokens) // page))
+        # Room for the two shortest requests (sharing the prefix) plus 3 pages, in every KV group
+        # (vosti keeps sliding-window pages): both decoding outgrow it, so one gets preempted.
+        lengths = sorted(args.shared + args.tail + 37 * i for i in range(args.requests))
+        per_group = -(-lengths[0] // page) + -(-lengths[1] // page) - args.shared // page + 3
+        args.pages = groups * per_group + 1
     from vllm import LLM, SamplingParams
 
     overrides = dict(
@@ -204,9 +201,9 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=6)
     ap.add_argument("--shared", type=int, default=1024)
     ap.add_argument("--tail", type=int, default=2048)
-    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--budget", type=int, default=512)
-    ap.add_argument("--pages", type=int, default=0, help="page pool; 0: ~2.2 requests in every KV group")
+    ap.add_argument("--pages", type=int, default=0, help="page pool; 0: two requests + 3 pages per KV group")
     ap.add_argument("--backend", default="vosti", help="vosti, or 'stock' for vLLM's own attention")
     ap.add_argument("--stock-scheduler", action="store_true")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny model, small sizes, stock CPU attention")
@@ -215,8 +212,7 @@ def main() -> int:
         if args.model == "llama31-8b":
             args.model = "tiny"
         args.requests, args.shared, args.tail = 4, 64, 150
-        args.max_tokens, args.budget, args.backend = 24, 96, "stock"
-        args.pages = args.pages or 20 * _expected_kv_groups(models_config(args.model))
+        args.max_tokens, args.budget, args.backend = 48, 96, "stock"
     result = run(args)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

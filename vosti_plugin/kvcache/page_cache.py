@@ -43,7 +43,8 @@ class PageKey:
 
 @dataclass
 class PrefixHitStats:
-    """Lookup counters: one query per looked-up request, hits = queries with >= 1 reused page."""
+    """Prefix-cache counters: one query per admitted request (a first allocation, also after a
+    preemption), hits = queries with >= 1 reused page; evictions = registered pages recycled."""
 
     queries: int = 0
     hits: int = 0

@@ -124,7 +124,6 @@ class VostiKVCacheManager(KVCacheManager):
                     self.shadow.on_reuse(p, PageKey(g, parent, depth, tokens[depth], extras[depth]))
                     parent = p
         num_hit_tokens = num_pages * self.page_size
-        self.page_cache.stats.record(request.num_tokens, num_hit_tokens)
         if self.log_stats and not compat.scheduler_records_prefix_stats():
             self.prefix_cache_stats.record(
                 num_tokens=request.num_tokens,
@@ -133,6 +132,14 @@ class VostiKVCacheManager(KVCacheManager):
             )
         blocks = tuple([self.block_pool.blocks[p] for p in pages[:num_pages]] for pages in per_group)
         return self.create_kv_cache_blocks(blocks), num_hit_tokens, 0
+
+    def allocate_slots(self, request, num_new_tokens: int, num_new_computed_tokens: int = 0, *args, **kwargs):
+        """Stock allocation; an admission (first allocation) counts as one query of the hit stats."""
+        admitted = request.num_computed_tokens == 0
+        blocks = super().allocate_slots(request, num_new_tokens, num_new_computed_tokens, *args, **kwargs)
+        if blocks is not None and admitted:
+            self.page_cache.stats.record(request.num_tokens, num_new_computed_tokens)
+        return blocks
 
     def get_num_common_prefix_blocks(self, running_request_id: str) -> list[int]:
         """Always 0: cascade attention would make a row's arithmetic depend on its neighbours."""
