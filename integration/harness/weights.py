@@ -2,7 +2,9 @@
 give near-zero logits that barely see the context, which makes every engine look deterministic).
 
 Matrices N(0, 1/fan_in) (fan_in = last dim), token embeddings N(0, 1) (Gemma: N(0, 1/hidden), it
-multiplies them by sqrt(hidden)), RMSNorm gains 1, Gemma's (1 + w) norm weights 0, other vectors 0.
+multiplies them by sqrt(hidden)), RMSNorm gains 1, Gemma's (1 + w) norm weights 0, biases 0.
+A backend that repacks weights at load (vLLM's CPU oneDNN path) hides them from this; the context
+check (`context_sensitivity`) then fails and says so.
 Every tensor is drawn in place from a generator seeded by its name, so all modes get equal weights
 and captured CUDA graphs keep pointing at the same storage.
 """
@@ -26,7 +28,7 @@ def redraw(model) -> dict:
     import torch
 
     done: set[int] = set()
-    counts = {"norm_ones": 0, "norm_zeros": 0, "matrices": 0, "embeddings": 0, "vectors_zero": 0}
+    counts = {"norm_ones": 0, "norm_zeros": 0, "matrices": 0, "embeddings": 0, "biases_zero": 0, "skipped": []}
     gemma = "gemma" in type(model).__name__.lower()
     with torch.no_grad():
         for module in model.modules():
@@ -45,8 +47,11 @@ def redraw(model) -> dict:
                 continue
             done.add(id(p))
             if p.dim() < 2:
-                p.zero_()
-                counts["vectors_zero"] += 1
+                if name.endswith("bias"):
+                    p.zero_()
+                    counts["biases_zero"] += 1
+                else:     # e.g. a backend's packed weight: left alone; the context check will tell
+                    counts["skipped"].append(name)
                 continue
             g = torch.Generator(device=p.device).manual_seed(SEED ^ zlib.crc32(name.encode()))
             fresh = torch.empty(p.shape, dtype=torch.float32, device=p.device)

@@ -53,11 +53,11 @@ def run_worker(mode_name: str, model_name: str, scale_name: str, classes: list[s
 
         result["vllm_version"] = vllm.__version__
         result["engine"] = engine.engine_facts(llm)
-        if spec.dummy:
-            from integration.harness.weights import redraw
+        from integration.harness.weights import context_sensitivity, redraw
 
+        if spec.dummy:
+            result["sanity_before_redraw"] = context_sensitivity(llm, spec.vocab_size, scale.top_k)
             result["redraw"] = llm.apply_model(redraw)[0]
-        from integration.harness.weights import context_sensitivity
 
         result["sanity"] = context_sensitivity(llm, spec.vocab_size, scale.top_k)
         runner = Runner(llm, scale, spec.vocab_size)
