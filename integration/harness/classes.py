@@ -132,7 +132,7 @@ def prefill_vs_decode(r: Runner, progress: Progress) -> list[dict]:
         sequence = prompt + [step.token_id for step in decoded[: m - 1]]
         with token_budget(r.llm, budget):
             out = r.generate([sequence], r.params(1, prompt_logprobs=r.k))[0]
-        rows = prompt_view(out, r.k)[n - 1:] + sampled_view(out, r.k)
+        rows = prompt_view(out, r.k, start=n - 1) + sampled_view(out, r.k)
         chunks = _prefill_chunks(r.recorder.chunks(out.request_id), len(sequence))
         for j, (dec, pre) in enumerate(zip(decoded, rows)):
             meta = {"length": n, "position": n - 1 + j, "decode_step": j, "prefill_chunks": chunks}

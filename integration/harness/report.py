@@ -36,12 +36,12 @@ def markdown(summary, command: str) -> str:
             cells = [_cell(r.tallies.get(c)) for c in CLASS_ORDER]
             sanity = r.sanity or {}
             check = "passed" if sanity.get("passed") else ("FAILED" if sanity else "—")
-            if r.status == "error":
-                check += f"; worker error: {r.reason}"
+            if r.status not in ("ok", "unavailable"):
+                check += f"; {r.status}: " + (r.reason or "").splitlines()[0][:160]
             lines.append(f"| {r.label} | " + " | ".join(cells) + f" | {check} |")
         lines.append("")
         for r in rows:
-            if r.status == "ok" or r.status == "error":
+            if r.status != "unavailable" and r.timings_s:
                 facts = r.engine or {}
                 lines.append(f"- {r.label}: startup {r.startup_s:.0f} s, classes "
                              + ", ".join(f"{c} {s:.0f} s" for c, s in r.timings_s.items())

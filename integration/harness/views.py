@@ -25,14 +25,14 @@ def sampled_view(output, k: int) -> View:
     return tuple(StepLogits(int(t), _top(lp, k)) for t, lp in zip(c.token_ids, c.logprobs))
 
 
-def prompt_view(output, k: int) -> View:
-    """Rows computed by the prompt's prefill: entry i holds position i's top-k raw logits and, as
-    token, prompt token i + 1 (the token that position predicts). Position 0 .. len(prompt) - 2."""
+def prompt_view(output, k: int, start: int = 0) -> View:
+    """Rows computed by the prompt's prefill: entry i holds position start + i's top-k raw logits and,
+    as token, the prompt token after it (the token that position predicts); up to len(prompt) - 2."""
     rows = output.prompt_logprobs
     if rows is None:
         raise ValueError("request ran without prompt_logprobs")
     ids = output.prompt_token_ids
-    return tuple(StepLogits(int(ids[i + 1]), _top(rows[i + 1], k)) for i in range(len(ids) - 1))
+    return tuple(StepLogits(int(ids[i + 1]), _top(rows[i + 1], k)) for i in range(start, len(ids) - 1))
 
 
 def encode(view: View) -> list:
