@@ -49,7 +49,7 @@ def compare(
     typer.echo((out / "results.md").read_text())
     statuses = ", ".join(f"{r.model}/{r.mode}={r.status}" for r in summary.rows)
     if not summary.ok:
-        console.print(f"[red]FAIL[/]: vosti mismatches={summary.vosti_mismatches}; {statuses}")
+        console.print(f"[red]FAIL[/]: " + "; ".join(summary.failures() or [statuses]))
         raise typer.Exit(1)
     what = "vosti bitwise equal in every comparison" if "vosti" in mode_list else "every mode ran"
     console.print(f"[green]PASS[/]: {what} ({statuses}); results in {out}")
