@@ -279,10 +279,29 @@ def _launch_results(kernel: str | None, progress) -> list[Result]:
     return out
 
 
-def proved_configs(results: Iterable[Result] | None = None) -> list[tuple[str, tuple]]:
+def cached_results(cache_dir: Path | None = None) -> list[Result] | None:
+    """The whole-catalog results of the current sources if a previous verify_catalog() stored them."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    fp = _fingerprint(None)
+    path = cache_dir / f"catalog-{fp}.json" if fp else None
+    if path is None or not path.exists():
+        return None
+    return [Result(**{**d, "cached": True, "seconds": 0.0}) for d in json.loads(path.read_text())]
+
+
+def proved_configs(results: Iterable[Result] | None = None, *, run: bool = False,
+                   cache_dir: Path | None = None) -> list[tuple[str, tuple]]:
     """(family, sorted config items) of every catalog config all of whose kernels and goals are proved;
-    families and configs are those of the plugin's launch catalogs (AttentionLaunchConfig, MatmulConfig...)."""
-    results = list(results) if results is not None else verify_catalog()
+    families and configs are those of the plugin's launch catalogs (AttentionLaunchConfig, MatmulConfig...).
+    Without `results`, reads the cached catalog verification of the current sources (run=True verifies
+    when there is none; a cold catalog run takes minutes, so launch-time callers should not)."""
+    if results is None:
+        results = cached_results(cache_dir)
+        if results is None:
+            if not run:
+                return []
+            results = verify_catalog(cache_dir=cache_dir)
+    results = list(results)
     entries = catalog_entries()
     status: dict[tuple, bool] = {}
     by_kernel: dict[tuple, bool] = {}

@@ -112,7 +112,7 @@ SEGMENTS_FUSED = contract(
     params=_TENSORS,
     grid=("T // BLOCK_Q + num_seqs", "HKV", "ite(FUSED, 1, num_segments)"),
     verif=[_causal_goal(), _split_goal()],
-    symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_N"),
+    symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
     assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1", "BLOCK_Q >= 1",
             "BLOCK_M == BLOCK_Q * QUERIES_PER_KV", "BLOCK_N >= 1", "SEGMENT % BLOCK_N == 0"),
 )

@@ -161,30 +161,56 @@ class Prover:
         return self._check(list(formulas)) == z3.unsat
 
 
-def free_consts(e: z3.ExprRef, _cache: dict = {}) -> frozenset[str]:
-    """Names of the uninterpreted constants in e (memoized by AST id)."""
-    key = e.get_id()
-    hit = _cache.get(key)
+def _postorder(e: z3.ExprRef, cache: dict, leaf, combine):
+    """Bottom-up fold over the DAG of e, each node once (cache: ast id -> (node, value), kept alive)."""
+    hit = cache.get(e.get_id())
     if hit is not None:
         return hit[1]
-    out: set[str] = set()
-    todo, seen = [e], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
+    stack = [(e, False)]
+    while stack:
+        x, done = stack.pop()
+        xid = x.get_id()
+        if xid in cache:
             continue
-        seen.add(x.get_id())
-        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
-            out.add(x.decl().name())
-        elif z3.is_quantifier(x):
-            todo.append(x.body())
+        if z3.is_quantifier(x):
+            kids = [x.body()]
         elif z3.is_app(x):
-            todo.extend(x.children())
-    res = frozenset(out)
-    if len(_cache) > 200000:
-        _cache.clear()
-    _cache[key] = (e, res)  # keeping e alive keeps its AST id from being reused
-    return res
+            kids = x.children()
+        else:
+            kids = []
+        if not done:
+            pending = [k for k in kids if k.get_id() not in cache]
+            if pending:
+                stack.append((x, True))
+                stack.extend((k, False) for k in pending)
+                continue
+        cache[xid] = (x, combine(x, [cache[k.get_id()][1] for k in kids]) if kids else leaf(x))
+    if len(cache) > 400000:
+        val = cache[e.get_id()][1]
+        cache.clear()
+        return val
+    return cache[e.get_id()][1]
+
+
+_EMPTY: frozenset = frozenset()
+_fc_cache: dict = {}
+
+
+def free_consts(e: z3.ExprRef) -> frozenset[str]:
+    """Names of the uninterpreted constants in e."""
+    def leaf(x):
+        if z3.is_const(x) and x.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            return frozenset((x.decl().name(),))
+        return _EMPTY
+
+    def combine(x, vals):
+        out = _EMPTY
+        for v in vals:
+            if v:
+                out = out | v if out else v
+        return out
+
+    return _postorder(e, _fc_cache, leaf, combine)
 
 
 def _size(e: z3.ExprRef) -> int:
@@ -212,56 +238,38 @@ def _int_subterms(es: Iterable[z3.ExprRef], limit: int = 60) -> list[z3.ArithRef
     return out
 
 
-def nonlinear_names(e: z3.ExprRef, symbolic: set, _cache: dict = {}) -> frozenset[str]:
+_nl_cache: dict = {}
+
+
+def nonlinear_names(e: z3.ExprRef, symbolic: set) -> frozenset[str]:
     """Symbolic constexpr names that occur in a product of non-constants or as a divisor in e."""
-    key = e.get_id()
-    hit = _cache.get(key)
-    if hit is not None:
-        return hit[1]
-    out: set[str] = set()
-    todo, seen = [e], set()
-    while todo:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_quantifier(x):
-            todo.append(x.body())
-            continue
-        if not z3.is_app(x):
-            continue
-        kids = x.children()
-        if z3.is_mul(x) and sum(1 for k in kids if not z3.is_int_value(k)) >= 2:
-            names = [{n for n in free_consts(k) if n in symbolic} for k in kids]
-            if any(names) and sum(1 for k in kids if not z3.is_int_value(k)) >= 2:
-                for ns in names:
-                    out |= ns
-        elif (z3.is_idiv(x) or z3.is_mod(x)) and not z3.is_int_value(kids[1]):
-            out |= {n for n in free_consts(kids[1]) if n in symbolic}
-        todo.extend(kids)
-    res = frozenset(out)
-    if len(_cache) > 200000:
-        _cache.clear()
-    _cache[key] = (e, res)
-    return res
+    if not symbolic:
+        return _EMPTY
+    key_sym = frozenset(symbolic)
+    cache = _nl_cache.setdefault(key_sym, {})
+
+    def leaf(x):
+        return _EMPTY
+
+    def combine(x, vals):
+        out = _EMPTY
+        for v in vals:
+            if v:
+                out = out | v
+        if z3.is_app(x):
+            kids = x.children()
+            if z3.is_mul(x) and sum(1 for k in kids if not z3.is_int_value(k)) >= 2:
+                for k in kids:
+                    out = out | (free_consts(k) & key_sym)
+            elif (z3.is_idiv(x) or z3.is_mod(x)) and not z3.is_int_value(kids[1]):
+                out = out | (free_consts(kids[1]) & key_sym)
+        return out
+
+    return _postorder(e, cache, leaf, combine)
 
 
-def has_quantifier(e: z3.ExprRef, _cache: dict = {}) -> bool:
-    key = e.get_id()
-    hit = _cache.get(key)
-    if hit is not None:
-        return hit[1]
-    todo, seen, found = [e], set(), False
-    while todo and not found:
-        x = todo.pop()
-        if x.get_id() in seen:
-            continue
-        seen.add(x.get_id())
-        if z3.is_quantifier(x):
-            found = True
-        elif z3.is_app(x):
-            todo.extend(x.children())
-    if len(_cache) > 200000:
-        _cache.clear()
-    _cache[key] = (e, found)
-    return found
+_q_cache: dict = {}
+
+
+def has_quantifier(e: z3.ExprRef) -> bool:
+    return _postorder(e, _q_cache, lambda x: False, lambda x, vals: z3.is_quantifier(x) or any(vals))
