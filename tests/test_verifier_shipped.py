@@ -62,3 +62,11 @@ def test_cached_catalog_recheck_is_fast(tmp_path):
     doc = results_json(again)
     assert doc["all_proved"] and doc["counts"] == {"proved": len(again)}
     assert results_table(again).row_count == len(again)
+
+
+def test_split_kv_combine_row_depends_only_on_its_segments():
+    entry = _entry(shipped_attention.entries(), "_combine_segments_kernel")
+    for config, _ in entry["configs"][:2]:
+        report = verify_kernel(entry["kernel"], config=config)
+        assert report.status == "proved", str(report)
+        assert "count-scan" in {o.name for o in report.obligations}
