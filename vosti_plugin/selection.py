@@ -52,8 +52,15 @@ def selected_in_config(vllm_config) -> bool:
     return is_vosti_backend(_attention_config_backend(getattr(vllm_config, "attention_config", None)))
 
 
+# Default page size when the user gives none: a multiple of every KV tile in the attention catalog, so a
+# tile never straddles pages (vLLM's own default, 16, is smaller than the bf16 tiles).
+DEFAULT_PAGE_SIZE = 64
+
+
 def prepare_engine_args(engine_args) -> None:
     """Settings vosti needs, applied before vLLM builds its config."""
+    if getattr(engine_args, "block_size", None) is None:
+        engine_args.block_size = DEFAULT_PAGE_SIZE
     if getattr(engine_args, "scheduler_cls", None) in (None, ""):
         engine_args.scheduler_cls = SCHEDULER_PATH
     if getattr(engine_args, "async_scheduling", None):
