@@ -113,10 +113,10 @@ class VostiKVCacheManager(KVCacheManager):
         max_pages = (request.num_tokens - 1) // self.page_size
         tokens = page_tokens(request, self.page_size, max_pages)
         extras = page_extras(request, self.page_size, max_pages)
-        per_group = [
-            self.page_cache.lookup(g, tokens, extras, max_pages) for g in range(self.num_kv_cache_groups)
-        ]
-        num_pages = min(len(pages) for pages in per_group)
+        per_group, num_pages = [], max_pages
+        for g in range(self.num_kv_cache_groups):  # a hit needs its pages in every group
+            per_group.append(self.page_cache.lookup(g, tokens, extras, num_pages))
+            num_pages = len(per_group[-1])
         if self.shadow is not None:
             for g, pages in enumerate(per_group):
                 parent = ROOT
