@@ -78,7 +78,13 @@ def engine_kwargs(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale, ea
         overrides["attention_backend"] = mode.attention_backend
     if eager:
         overrides["enforce_eager"] = True
-    return llm_kwargs(model_path, vosti=mode.vosti, **overrides)
+    kw = llm_kwargs(model_path, vosti=mode.vosti, **overrides)
+    if has_gpu():
+        if mode.vosti:
+            kw.pop("block_size", None)    # vosti picks a page size that is a multiple of its KV tiles
+    else:
+        kw["block_size"] = 32             # stock CPU attention needs multiples of 32; vosti's CPU tile is 32
+    return kw
 
 
 def build(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale, eager: bool = False):

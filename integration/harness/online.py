@@ -39,14 +39,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_command(model: str, port: int, mode: str, block_size: int, max_model_len: int, budget: int) -> list[str]:
+def serve_command(model: str, port: int, mode: str, block_size: int | None, max_model_len: int,
+                  budget: int) -> list[str]:
     cmd = [sys.executable, "-m", "integration.harness.serve", "serve", model,
            "--host", "127.0.0.1", "--port", str(port),
            "--dtype", "float32" if not _gpu() else "bfloat16",
-           "--max-model-len", str(max_model_len), "--block-size", str(block_size),
+           "--max-model-len", str(max_model_len),
            "--max-num-batched-tokens", str(budget), "--seed", "0",
            "--logprobs-mode", "raw_logits", "--enable-prefix-caching",
            "--max-num-seqs", "128"]
+    if block_size:
+        cmd += ["--block-size", str(block_size)]
     if mode == "vosti":
         cmd += ["--attention-backend", "vosti"]
     return cmd
@@ -98,7 +101,7 @@ def run_online(model: str, mode: str, log_path: Path, *, requests: int = 64, max
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)   # the server runs its engine core in its own process
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    block = 16 if _gpu() else 32   # CPU: the stock backend needs multiples of 32; vosti's KV tile there is 32
+    block = None if _gpu() else 32   # CPU: stock attention needs multiples of 32; GPU: each mode's default
     cmd = serve_command(model, port, mode, block, 2048, 256)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     rng = random.Random(5)
