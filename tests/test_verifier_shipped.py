@@ -70,3 +70,29 @@ def test_split_kv_combine_row_depends_only_on_its_segments():
         report = verify_kernel(entry["kernel"], config=config)
         assert report.status == "proved", str(report)
         assert "count-scan" in {o.name for o in report.obligations}
+
+
+def test_attention_without_the_masked_tile_guard_is_rejected():
+    """Mutation of the shipped kernel: fold every tile into the state, even tiles holding no key of the
+    row (the guard `where(tile_live, new, old)` removed) -> the verifier names the broken obligation."""
+    import inspect
+
+    from verifier.check import check_goal
+    from verifier.frontend import kernel_from_source
+
+    entry = shipped_attention.entries()[0]
+    kernel, spec = entry["kernel"], contract_of(entry["kernel"])
+    lines, start = inspect.getsourcelines(kernel.fn)
+    source = "".join(lines)
+    mutated = (source.replace("m_i = tl.where(tile_live, m_new, m_i)", "m_i = m_new")
+               .replace("l_i = tl.where(tile_live, l_new, l_i)", "l_i = l_new")
+               .replace("acc = tl.where(tile_live[:, None], acc_new, acc)", "acc = acc_new"))
+    assert mutated != source, "the guard lines changed; update this mutation"
+    ir_kernel = kernel_from_source(mutated, name=kernel.fn.__name__, first_line=start,
+                                   filename=inspect.getsourcefile(kernel.fn), globals_=kernel.fn.__globals__)
+    config = next(c for c, _ in entry["configs"]
+                  if c["FUSED"] and c["QUERIES_PER_KV"] == 4 and not c["USE_WINDOW"] and not c["USE_SOFT_CAP"])
+    report = check_goal(ir_kernel, spec, spec.verif[0], config)
+    assert report.status == "failed"
+    assert report.failure.name in ("masked-noop", "loop-range"), str(report)
+    assert start <= report.failure.line < start + len(lines)
