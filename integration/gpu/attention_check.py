@@ -232,7 +232,7 @@ class PropertyChecks:
             seed=seed, dtype=dtype, device=self.device,
         )
 
-    def run(self, requests, geometry, config, *, seed=0, path="auto", fused_kv=False, padding_rows=0):
+    def run(self, requests, geometry, config, *, seed=0, path="split", fused_kv=False, padding_rows=0):
         batch = self.ref.build_paged_batch(
             requests, page_size=geometry.page_size, seed=seed, fused_kv=fused_kv, padding_rows=padding_rows
         )
@@ -290,15 +290,15 @@ class PropertyChecks:
         others = [self.request(geometry, dtype, kv, q, seed=40 + i) for i, (kv, q) in enumerate(self.sizes.neighbours)]
         pairs = []
         for t_index, target in enumerate(targets):
-            alone = {path: self.run([target], geometry, config, seed=1, path=path)[0] for path in ("auto", "split", "fused")}
+            alone = {path: self.run([target], geometry, config, seed=1, path=path)[0] for path in ("split", "fused")}
             for variant in range(3):
                 k = (variant + t_index) % (len(others) + 1)
                 mix = others[variant:] + others[:variant]
                 batch = mix[:k] + [target] + mix[k:]
-                for path in ("auto", "split", "fused"):
+                for path in ("split", "fused"):
                     out = self.run(batch, geometry, config, seed=variant + 2, path=path, padding_rows=variant)[k]
                     pairs.append((f"target{t_index}/mix{variant}/{path}", alone[path], out))
-                    pairs.append((f"target{t_index}/mix{variant}/{path}-vs-auto-alone", alone["auto"], out))
+                    pairs.append((f"target{t_index}/mix{variant}/{path}-vs-split-alone", alone["split"], out))
         return self.compare(pairs)
 
     def check_prefill_decode(self, geometry, dtype, config) -> dict:
@@ -306,9 +306,9 @@ class PropertyChecks:
         positions = [p for p in self.sizes.decode_positions if p < prompt.q_len]
         neighbour = self.request(geometry, dtype, 900, 1, seed=13)
         pairs = []
-        for prefill_path in ("auto", "fused", "split"):
+        for prefill_path in ("fused", "split"):
             prefill = self.run([prompt], geometry, config, path=prefill_path)[0]
-            for decode_path in ("auto", "split"):
+            for decode_path in ("split", "fused"):
                 steps = [prompt.chunk(p, p + 1) for p in positions]
                 decoded = self.run(steps + [neighbour], geometry, config, seed=5, path=decode_path)
                 for p, row in zip(positions, decoded):
@@ -432,7 +432,7 @@ def _kv_bytes(kv_lens, q_lens, geometry, elem) -> int:
     return total
 
 
-def _attention_fn(torch, geometry, dtype, kv_lens, q_lens, config, path="auto", seed=0):
+def _attention_fn(torch, geometry, dtype, kv_lens, q_lens, config, path="split", seed=0):
     from vosti_plugin.attention.paged_attention import (
         num_kv_segments,
         paged_attention,
@@ -443,7 +443,7 @@ def _attention_fn(torch, geometry, dtype, kv_lens, q_lens, config, path="auto", 
     out = torch.empty_like(q)
     max_kv = max(kv_lens)
     workspace = None
-    if path == "split" or (path == "auto" and len(q) <= 64):
+    if path == "split":
         segments = num_kv_segments(block_table, geometry.page_size, config.segment, max_kv)
         workspace = torch.empty(split_workspace_numel(q.shape[0], geometry.q_heads, geometry.head_dim, segments),
                                 dtype=torch.float32, device="cuda")
@@ -456,7 +456,7 @@ def _attention_fn(torch, geometry, dtype, kv_lens, q_lens, config, path="auto", 
     return fn
 
 
-def _measure(torch, label, geometry, dtype, kv_lens, q_lens, config, path="auto", graph=True) -> dict:
+def _measure(torch, label, geometry, dtype, kv_lens, q_lens, config, path="split", graph=True) -> dict:
     fn = _attention_fn(torch, geometry, dtype, kv_lens, q_lens, config, path=path)
     elem = torch.finfo(dtype).bits // 8
     kv_bytes = _kv_bytes(kv_lens, q_lens, geometry, elem)
@@ -512,15 +512,15 @@ def run_timings(torch, report: Report):
     llama_config = select_config(128, 32, 8, 16, dtype)
     gemma_config = select_config(256, 8, 4, 16, dtype)
     cases = [
-        ("decode llama 4x1K", llama, [1024] * 4, [1] * 4, llama_config, "auto"),
-        ("decode llama 4x8K", llama, [8192] * 4, [1] * 4, llama_config, "auto"),
-        ("decode llama 4x16K", llama, [16384] * 4, [1] * 4, llama_config, "auto"),
+        ("decode llama 4x1K", llama, [1024] * 4, [1] * 4, llama_config, "split"),
+        ("decode llama 4x8K", llama, [8192] * 4, [1] * 4, llama_config, "split"),
+        ("decode llama 4x16K", llama, [16384] * 4, [1] * 4, llama_config, "split"),
         ("decode llama 4x16K fused path", llama, [16384] * 4, [1] * 4, llama_config, "fused"),
-        ("decode llama 64x2K", llama, [2048] * 64, [1] * 64, llama_config, "auto"),
-        ("decode gemma 4x16K win1024", gemma, [16384] * 4, [1] * 4, gemma_config, "auto"),
-        ("prefill llama 8K", llama, [8192], [8192], llama_config, "auto"),
+        ("decode llama 64x2K", llama, [2048] * 64, [1] * 64, llama_config, "split"),
+        ("decode gemma 4x16K win1024", gemma, [16384] * 4, [1] * 4, gemma_config, "split"),
+        ("prefill llama 8K", llama, [8192], [8192], llama_config, "split"),
         ("prefill llama 8K split path", llama, [8192], [8192], llama_config, "split"),
-        ("prefill gemma 8K win1024", gemma, [8192], [8192], gemma_config, "auto"),
+        ("prefill gemma 8K win1024", gemma, [8192], [8192], gemma_config, "split"),
     ]
     for label, geometry, kv_lens, q_lens, config, path in cases:
         try:

@@ -17,7 +17,12 @@ ensure_interpreter_without_gpu()
 
 from vosti_plugin.attention.config import select_config  # noqa: E402
 from vosti_plugin.attention.kv_write import write_kv  # noqa: E402
-from vosti_plugin.attention.paged_attention import paged_attention  # noqa: E402
+from vosti_plugin.attention.paged_attention import (  # noqa: E402
+    choose_path,
+    num_kv_segments,
+    paged_attention,
+    split_workspace_numel,
+)
 
 (
     _AttentionBackend,
@@ -29,6 +34,11 @@ from vosti_plugin.attention.paged_attention import paged_attention  # noqa: E402
 
 BACKEND_NAME = "VOSTI"
 PAGE_SIZE_MULTIPLE = 16
+
+# Split-KV workspace budget per device: the split path (parallel over KV segments, fast decode) is used
+# when the largest step of this deployment fits; otherwise every step takes the fused path.
+SPLIT_WORKSPACE_BYTES = {"cuda": 2 << 30, "cpu": 256 << 20}
+_WORKSPACES: dict = {}
 
 # Incremented on every forward of the vosti impl; tests read it to prove our code ran, not stock's.
 FORWARD_CALLS = {"attention": 0, "kv_write": 0}
@@ -171,12 +181,31 @@ class VostiAttentionImpl(_AttentionImpl):
         self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
         self.attn_type = attn_type
         self._config = None
+        self._path = None
+        from vllm.config import get_current_vllm_config
+
+        vllm_config = get_current_vllm_config()
+        self.max_num_tokens = vllm_config.scheduler_config.max_num_batched_tokens
+        self.max_model_len = vllm_config.model_config.max_model_len
 
     def _launch_config(self, kv_cache: torch.Tensor, dtype: torch.dtype):
         if self._config is None:
             page_size = kv_cache.shape[2]
             self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
+            limit = SPLIT_WORKSPACE_BYTES.get(kv_cache.device.type, SPLIT_WORKSPACE_BYTES["cpu"])
+            self._path = choose_path(self.max_num_tokens, self.num_heads, self.head_size, page_size,
+                                     self._config.segment, self.max_model_len, limit)
         return self._config
+
+    def _workspace(self, block_table: torch.Tensor, page_size: int, device: torch.device):
+        """One persistent fp32 workspace per device, sized for the largest step (CUDA-graph safe)."""
+        segments = num_kv_segments(block_table, page_size, self._config.segment, self.max_model_len)
+        numel = split_workspace_numel(self.max_num_tokens, self.num_heads, self.head_size, segments)
+        ws = _WORKSPACES.get(device)
+        if ws is None or ws.numel() < numel:
+            ws = torch.empty(numel, dtype=torch.float32, device=device)
+            _WORKSPACES[device] = ws
+        return ws
 
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping) -> None:
         if self.kv_sharing_target_layer_name is not None:
@@ -206,6 +235,10 @@ class VostiAttentionImpl(_AttentionImpl):
         k_cache, v_cache = compat.split_kv_cache(kv_cache, self.head_size)
         q = query[:n].view(n, self.num_heads, self.head_size)
         out = output[:n].view(n, self.num_heads, self.head_size)
+        config = self._launch_config(kv_cache, query.dtype)
+        workspace = None
+        if self._path == "split":
+            workspace = self._workspace(attn_metadata.block_table, kv_cache.shape[2], query.device)
         paged_attention(
             q,
             k_cache,
@@ -215,10 +248,12 @@ class VostiAttentionImpl(_AttentionImpl):
             attn_metadata.query_start_loc,
             out,
             scale=self.scale,
-            config=self._launch_config(kv_cache, query.dtype),
+            config=config,
             sliding_window=self.sliding_window,
             soft_cap=self.logits_soft_cap,
             max_seqlen_k=attn_metadata.max_model_len,
+            workspace=workspace,
+            path=self._path,
         )
         FORWARD_CALLS["attention"] += 1
         return output

@@ -15,7 +15,7 @@ Two launch paths produce the same bits for every row:
          (no workspace: large prefills).
 Both paths use the same segment code and the same fold expression, and both are compiled without
 floating-point contraction (`enable_fp_fusion=False`), so no FMA is formed in one path and not the other.
-The path is chosen from tensor shapes only; it does not change the result.
+The path is a deployment choice made once from static sizes (choose_path); never from a batch.
 
 No host<->device synchronisation happens here: grids come from tensor shapes (CUDA-graph safe).
 """
@@ -35,7 +35,7 @@ _SEQ_SCAN_CHUNK = 128
 # The split path allocates at most this much workspace by itself; above it the fused path runs.
 SPLIT_WORKSPACE_LIMIT_BYTES = 256 * 1024 * 1024
 
-LaunchPath = Literal["auto", "split", "fused"]
+LaunchPath = Literal["split", "fused"]
 
 
 # Relational contract (paged_attention_segments)
@@ -327,6 +327,16 @@ def num_kv_segments(block_table: torch.Tensor, page_size: int, segment: int, max
     return max(1, triton.cdiv(max_kv, segment))
 
 
+def choose_path(max_num_tokens: int, num_q_heads: int, head_dim: int, page_size: int, segment: int,
+                max_seqlen_k: int, limit_bytes: int = SPLIT_WORKSPACE_LIMIT_BYTES) -> LaunchPath:
+    """The launch path for a whole deployment, from static sizes only: split when the workspace for the
+    largest step fits in limit_bytes, fused otherwise."""
+    pages = -(-max_seqlen_k // page_size)
+    segments = -(-(pages * page_size) // segment)
+    needed = split_workspace_numel(max_num_tokens, num_q_heads, head_dim, segments)
+    return "split" if needed * 4 <= limit_bytes else "fused"
+
+
 def split_workspace_numel(num_tokens: int, num_q_heads: int, head_dim: int, num_segments: int) -> int:
     """fp32 elements the split path needs: m and l per (row, segment) plus acc per (row, segment, dim)."""
     return num_tokens * num_q_heads * num_segments * (head_dim + 2)
@@ -380,7 +390,7 @@ def paged_attention(
     soft_cap: float | None = None,
     max_seqlen_k: int | None = None,
     workspace: torch.Tensor | None = None,
-    path: LaunchPath = "auto",
+    path: LaunchPath = "split",
 ) -> torch.Tensor:
     """Causal attention of every query row over its sequence's paged K/V; writes `out` and returns it.
 
@@ -393,8 +403,8 @@ def paged_attention(
     sliding_window w: the row at position p attends to keys [max(0, p - w + 1), p]. soft_cap c: scores
     become c * tanh(score / c) (after `scale`). max_seqlen_k: optional host upper bound on seq_lens, only
     used to size the segment grid. workspace: optional flat fp32 tensor of at least
-    `split_workspace_numel(...)` elements; when given, the split path runs in it. path: "auto" picks split
-    or fused from tensor shapes; both give the same bits.
+    `split_workspace_numel(...)` elements for the split path. path: "split" or "fused", chosen once per
+    deployment by `choose_path` (both give the same bits; the verifier proves each path separately).
     """
     _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config)
     num_tokens, num_q_heads, head_dim = q.shape
@@ -407,9 +417,8 @@ def paged_attention(
     num_segments = num_kv_segments(block_table, page_size, config.segment, max_seqlen_k)
     needed = split_workspace_numel(num_tokens, num_q_heads, head_dim, num_segments)
 
-    if path == "auto":
-        fits = needed * 4 <= SPLIT_WORKSPACE_LIMIT_BYTES
-        path = "split" if workspace is not None or fits else "fused"
+    if path not in ("split", "fused"):
+        raise ValueError(f"path must be 'split' or 'fused', got {path!r}")
     fused = path == "fused"
     if fused:
         part_m = part_l = part_acc = out  # unused by the fused kernel
