@@ -55,12 +55,16 @@ def selected_in_config(vllm_config) -> bool:
 # Default page size when the user gives none: a multiple of every KV tile in the attention catalog, so a
 # tile never straddles pages (vLLM's own default, 16, is smaller than the bf16 tiles).
 DEFAULT_PAGE_SIZE = 64
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 
 
 def prepare_engine_args(engine_args) -> None:
     """Settings vosti needs, applied before vLLM builds its config."""
     if getattr(engine_args, "block_size", None) is None:
         engine_args.block_size = DEFAULT_PAGE_SIZE
+    if getattr(engine_args, "max_num_batched_tokens", None) is None:
+        # Keeps the split-KV workspace of the largest step small enough for the fast (split) decode path.
+        engine_args.max_num_batched_tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS
     if getattr(engine_args, "scheduler_cls", None) in (None, ""):
         engine_args.scheduler_cls = SCHEDULER_PATH
     if getattr(engine_args, "async_scheduling", None):
