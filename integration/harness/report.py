@@ -44,7 +44,7 @@ def markdown(summary, command: str) -> str:
             if r.status != "unavailable" and r.timings_s:
                 facts = r.engine or {}
                 lines.append(f"- {r.label}: startup {r.startup_s:.0f} s, classes "
-                             + ", ".join(f"{c} {s:.0f} s" for c, s in r.timings_s.items())
+                             + ", ".join(f"{c} {s:.1f} s" for c, s in r.timings_s.items())
                              + (f"; block_size {facts.get('block_size')}, dtype {facts.get('dtype')}" if facts else ""))
         lines.append("")
     shown = [(r, [c for c in r.comparisons if c.run and not c.match]) for r in summary.rows]
