@@ -48,7 +48,8 @@ def verify(
         from verifier.api import results_json, results_table, verify_catalog
 
         with Progress(console=console, transient=True) as progress:
-            results = verify_catalog(kernel=kernel, progress=progress)
+            task = progress.add_task("proving kernel x config x contract", total=None)
+            results = verify_catalog(kernel=kernel, progress=lambda result: progress.advance(task))
         console.print(results_table(results))
         failed |= any(r.status != "proved" for r in results)
         if json_path:
