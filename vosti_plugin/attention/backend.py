@@ -185,6 +185,9 @@ class VostiAttentionImpl(_AttentionImpl):
         from vllm.config import get_current_vllm_config
 
         vllm_config = get_current_vllm_config()
+        from vosti_plugin.launch.check import check_in_engine_process
+
+        check_in_engine_process(vllm_config, where="worker")
         self.max_num_tokens = vllm_config.scheduler_config.max_num_batched_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
 

@@ -63,6 +63,24 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
     return cert
 
 
+def check_in_engine_process(vllm_config, where: str) -> None:
+    """The same check where the final config lands (engine core's scheduler, each worker); a refusal
+    here aborts startup too. Certificates are written where the config was built, not again here."""
+    from vosti_plugin import selection
+
+    if not selection.selected_in_config(vllm_config):
+        return
+    facts = facts_from_vllm_config(vllm_config)
+    key = json.dumps(facts.to_dict(), sort_keys=True, default=str)
+    if key in _accepted:
+        return
+    failures = run_check(facts)
+    if failures:
+        raise LaunchRefused(failures)
+    _accepted[key] = {"checked_in": where}
+    logger.info("vosti launch check passed in %s", where)
+
+
 def _additional_config_path(vllm_config):
     extra = getattr(vllm_config, "additional_config", None) or {}
     vosti = extra.get("vosti") if isinstance(extra, dict) else None

@@ -23,6 +23,9 @@ class _VostiScheduling:
     """Shared by both schedulers; placed before the vLLM scheduler class in the MRO."""
 
     def _install_vosti_kv_manager(self) -> None:
+        from vosti_plugin.launch.check import check_in_engine_process
+
+        check_in_engine_process(self.vllm_config, where="scheduler")
         if self.connector is not None:
             raise ValueError("vosti's KV cache does not support KV connectors (disaggregated prefill/offload)")
         if self.num_spec_tokens:

@@ -1,0 +1,56 @@
+"""Each built-in launch obligation holds for a supported launch and fails, by name, when violated."""
+import dataclasses
+
+import pytest
+
+from vosti_plugin.launch.check import plugin_manager, run_check
+from vosti_plugin.launch.facts import LaunchFacts
+from vosti_plugin.launch.hookspecs import hookimpl
+from vosti_plugin.launch.obligations import Failure
+
+GOOD = LaunchFacts(
+    model="tiny", architecture="LlamaForCausalLM", dtype="float32", head_size=32, num_q_heads=4,
+    num_kv_heads=2, num_layers=2, hidden_size=128, intermediate_size=256, vocab_size=512,
+    sliding_window=None, page_size=32, max_model_len=1024, max_num_batched_tokens=64, max_num_seqs=8,
+    num_gpu_blocks=1000, platform="cpu", scheduler_cls="vosti_plugin.scheduler.VostiScheduler",
+)
+
+VIOLATIONS = {
+    "attention-geometry": dict(head_size=48),
+    "page-multiple-of-tile": dict(page_size=16),
+    "dtype": dict(dtype="bfloat16"),
+    "kv-cache-dtype": dict(kv_cache_dtype="fp8"),
+    "slot-index-int32": dict(num_gpu_blocks=2**31 // 32 + 1),
+    "token-offset-int32": dict(max_num_batched_tokens=2**31 // (4 * 32) + 1),
+    "no-speculative-decoding": dict(speculative=True),
+    "no-async-scheduling": dict(async_scheduling=True),
+    "no-cascade-attention": dict(cascade_attention=True),
+    "no-lora": dict(lora=True),
+    "no-kv-transfer": dict(kv_transfer=True),
+    "single-device": dict(tensor_parallel=2),
+    "no-weight-quantization": dict(quantization="awq"),
+    "no-autotuning": dict(autotune=True),
+    "vosti-scheduler": dict(scheduler_cls="vllm.v1.core.sched.scheduler.Scheduler"),
+}
+
+
+def test_supported_launch_meets_every_obligation():
+    assert run_check(GOOD) == []
+
+
+@pytest.mark.parametrize("name", sorted(VIOLATIONS))
+def test_violated_obligation_is_named(name):
+    failures = run_check(dataclasses.replace(GOOD, **VIOLATIONS[name]))
+    assert name in {f.obligation for f in failures}, failures
+    assert all(f.fix for f in failures)
+
+
+def test_third_party_rule_can_veto():
+    class NoLongContext:
+        @hookimpl
+        def vosti_check_launch(self, facts, failures):
+            if facts.max_model_len > 512:
+                return [Failure("site-max-len", "too long", "shorter")]
+
+    failures = run_check(GOOD, plugin_manager(extra_plugins=[NoLongContext()]))
+    assert [f.obligation for f in failures] == ["site-max-len"]
