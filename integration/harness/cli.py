@@ -21,7 +21,7 @@ def _split(text: str) -> list[str]:
 def compare(
     scale: str = typer.Option("cpu", help="cpu (tiny model, minutes) or gpu (the paper's sizes)"),
     modes: Optional[str] = typer.Option(None, help="comma list of vosti,default,bi-flash,bi-triton "
-                                        "(default: vosti,default on CPU; all four on GPU)"),
+                                        "(default: all four; BI is reported unavailable on CPU)"),
     models: Optional[str] = typer.Option(None, help="comma list of tiny,tiny-gemma3,llama31-8b,gemma3-4b,qwen3-8b "
                                          "(default: tiny on CPU; llama31-8b,gemma3-4b,qwen3-8b on GPU)"),
     out: Path = typer.Option(Path("harness-results"), help="output directory"),

@@ -35,7 +35,7 @@ MODES: dict[str, Mode] = {
     "bi-triton": Mode("bi-triton", "vLLM BI, TRITON_ATTN", env={"VLLM_BATCH_INVARIANT": "1"},
                       attention_backend="TRITON_ATTN", gpu_only=True),
 }
-CPU_MODES = ("vosti", "default")
+CPU_MODES = ("vosti", "default", "bi-flash", "bi-triton")   # BI modes are reported as unavailable there
 GPU_MODES = ("vosti", "default", "bi-flash", "bi-triton")
 
 

@@ -310,16 +310,17 @@ def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, onli
                 bars.update(task, 1, f"online / {engine.get_mode(mode_name).label} [{res.status}]")
                 online_results.append(res)
     rows = _load_rows(models, modes, out_dir, outcomes)
-    if report_only:
+    if not online_results:            # not run now: keep what an earlier run of this out_dir measured
         for mode_name in modes:
             path = out_dir / "raw" / f"online-{mode_name}.json"
             if path.exists():
                 online_results.append(OnlineResult(**json.loads(path.read_text())))
+    if report_only or resume:
         previous = out_dir / "results.json"
         if previous.exists():
-            first = json.loads(previous.read_text()).get("command", "").split("; re-aggregated by: ")[0]
+            first = json.loads(previous.read_text()).get("command", "").split("; then: ")[0]
             if first:
-                command = f"{first}; re-aggregated by: {command}"
+                command = f"{first}; then: {command}"
     versions = [r.vllm_version for r in rows if r.vllm_version]
     summary = Summary(scale=sc.name, device="GPU" if has_gpu() else "CPU", top_k=sc.top_k, models=list(models),
                       rows=rows, online=online_results, out_dir=out_dir,
