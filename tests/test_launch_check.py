@@ -101,3 +101,17 @@ def test_valid_launch_writes_certificate(tiny_model_path, tmp_path):
     finally:
         del llm
         gc.collect()
+
+
+def test_offline_verify_model_runs_the_same_check(tiny_model_path):
+    from typer.testing import CliRunner
+
+    from vosti_plugin.cli import app
+
+    runner = CliRunner()
+    ok = runner.invoke(app, ["verify", "--model", tiny_model_path, "--dtype", "float32", "--block-size", "32"])
+    assert ok.exit_code == 0, ok.output
+    assert "kernel-configs-verified" in ok.output and "FAILED" not in ok.output
+    bad = runner.invoke(app, ["verify", "--model", tiny_model_path, "--dtype", "float32", "--block-size", "16"])
+    assert bad.exit_code == 1
+    assert "page-multiple-of-tile" in bad.output and "FAILED" in bad.output

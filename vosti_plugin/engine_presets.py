@@ -30,9 +30,9 @@ def llm_kwargs(model: str, *, vosti: bool = True, **overrides) -> dict:
         model=model,
         dtype="float32",   # the bundled model is fp32; on CPU the Triton interpreter is exact only in fp32
         max_model_len=1024,
-        # The stock CPU backend needs pages that are a multiple of 32; the same page size for both modes
-        # keeps comparisons like for like.
-        block_size=16 if gpu else 32,
+        # CPU: the stock backend needs pages that are a multiple of 32; the same size for both modes keeps
+        # comparisons like for like. GPU: vosti picks its own default (64), stock vLLM its own.
+        block_size=None if gpu else 32,
         seed=0,
         logprobs_mode="raw_logits",
         enable_prefix_caching=True,
