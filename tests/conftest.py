@@ -40,3 +40,13 @@ def tiny_model_path(tmp_path_factory):
     from vosti_plugin.model.tiny import ensure_tiny_model
 
     return str(ensure_tiny_model())
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _vosti_runtime_reset_after_module():
+    """A module that started vLLM with vosti leaves the process-wide runtime (ops overrides, the active
+    flag) behind; reset it so the next module starts from stock behaviour."""
+    yield
+    from vosti_plugin import selection
+
+    selection.deactivate()
