@@ -1,11 +1,6 @@
 """A request's attention rows are bitwise the same whatever batch, page layout or launch path they run in."""
 
-import os
-
 import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -1,11 +1,6 @@
 """Paged attention agrees with an independent fp64 softmax reference (fp32, tolerance stated below)."""
 
-import os
-
 import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 from hypothesis import HealthCheck, given, settings

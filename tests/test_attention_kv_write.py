@@ -1,11 +1,6 @@
 """write_kv writes exactly its slots: slot -1 writes nothing and every other slot keeps its bits."""
 
-import os
-
 import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

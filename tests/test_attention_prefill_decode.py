@@ -1,11 +1,6 @@
 """A row computed inside a prefill equals the same position computed by a decode step, bitwise."""
 
-import os
-
 import torch
-
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 from hypothesis import HealthCheck, given, settings
