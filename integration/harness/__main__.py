@@ -20,6 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", default=None, help="batch,chunk,prefill_decode,prefix")
     ap.add_argument("--worker-timeout", type=float, default=None)
     ap.add_argument("--gpus", type=int, default=1, help="run this many workers at once, one GPU each")
+    ap.add_argument("--per-gpu", type=int, default=1,
+                    help="share each GPU among this many workers (each with a fixed 6 GiB KV cache)")
     ap.add_argument("--resume", action="store_true", help="keep finished evidence under OUT/raw")
     ap.add_argument("--report-only", action="store_true", help="only re-aggregate OUT/raw")
     ap.add_argument("--eager", action="store_true", help="enforce_eager=True in every mode")
@@ -31,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     from integration.harness.run import compare
 
     summary = compare(a.scale, modes, models, a.out, a.online, classes=split(a.classes) if a.classes else None,
-                      worker_timeout_s=a.worker_timeout, gpus=a.gpus, resume=a.resume,
+                      worker_timeout_s=a.worker_timeout, gpus=a.gpus, per_gpu=a.per_gpu, resume=a.resume,
                       report_only=a.report_only, eager=a.eager,
                       command="python -m integration.harness " + shlex.join(argv))
     print((a.out / "results.md").read_text())

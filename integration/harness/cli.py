@@ -29,6 +29,7 @@ def compare(
     classes: Optional[str] = typer.Option(None, help="comma list of batch,chunk,prefill_decode,prefix (default: all)"),
     worker_timeout: Optional[float] = typer.Option(None, help="seconds per mode (default 900 cpu / 1800 gpu)"),
     gpus: int = typer.Option(1, help="run this many workers at once, one GPU each (CUDA_VISIBLE_DEVICES)"),
+    per_gpu: int = typer.Option(1, "--per-gpu", help="share each GPU among this many workers (each with a fixed 6 GiB KV cache)"),
     resume: bool = typer.Option(False, "--resume", help="keep evidence under OUT/raw that already finished"),
     report_only: bool = typer.Option(False, "--report-only", help="run nothing; re-aggregate OUT/raw"),
     eager: bool = typer.Option(False, "--eager", help="enforce_eager=True in every mode (faster startup)"),
@@ -44,7 +45,7 @@ def compare(
         else "python -m integration.harness.cli " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     summary = run_compare(scale, mode_list, model_list, out, online,
                           classes=_split(classes) if classes else None, worker_timeout_s=worker_timeout,
-                          command=command, console=console, gpus=gpus, resume=resume,
+                          command=command, console=console, gpus=gpus, per_gpu=per_gpu, resume=resume,
                           report_only=report_only, eager=eager)
     typer.echo((out / "results.md").read_text())
     statuses = ", ".join(f"{r.model}/{r.mode}={r.status}" for r in summary.rows)

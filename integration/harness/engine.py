@@ -72,6 +72,8 @@ def engine_kwargs(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale, ea
     if has_gpu():
         overrides["dtype"] = "bfloat16"
         overrides["gpu_memory_utilization"] = float(os.environ.get("VOSTI_HARNESS_GPU_MEM", "0.6"))
+        if os.environ.get("VOSTI_HARNESS_KV_GIB"):   # fixed KV size: no memory profiling against neighbours
+            overrides["kv_cache_memory_bytes"] = int(float(os.environ["VOSTI_HARNESS_KV_GIB"]) * 2**30)
     if spec.dummy:
         overrides["load_format"] = "dummy"
     if mode.attention_backend:

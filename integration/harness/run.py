@@ -110,13 +110,18 @@ def _worker_command(mode: str, model: str, scale: str, classes: list[str], out: 
 
 
 def _run_worker(cmd: list[str], log_path: Path, timeout_s: float, on_progress,
-                gpu: int | None = None) -> tuple[int | None, bool]:
+                gpu: int | None = None, gpu_mem_share: float | None = None) -> tuple[int | None, bool]:
     """Run one worker; its progress lines feed `on_progress`, everything else goes to the log."""
     import threading
 
     env = dict(os.environ)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    if gpu_mem_share is not None:
+        # vLLM's memory profiling reads device-wide free memory, which neighbours change while it runs;
+        # a fixed KV size skips it, and the utilization is then only the free-memory check at startup
+        env.setdefault("VOSTI_HARNESS_GPU_MEM", f"{min(gpu_mem_share, 0.1):.3f}")
+        env.setdefault("VOSTI_HARNESS_KV_GIB", "6")
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=REPO_ROOT,
@@ -232,11 +237,12 @@ def _reusable(path: Path) -> bool:
 def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, online: bool,
             *, classes: list[str] | None = None, worker_timeout_s: float | None = None,
             command: str | None = None, console=None, gpus: int = 1, resume: bool = False,
-            report_only: bool = False, eager: bool = False) -> Summary:
+            report_only: bool = False, eager: bool = False, per_gpu: int = 1) -> Summary:
     """Run the harness; returns the Summary and writes results.md, results.json, match_rate.png,
     raw/<model>-<mode>.json (each worker's evidence) and logs/ (worker and server logs) under out_dir.
 
-    gpus > 1 runs that many workers at once, one GPU each (CUDA_VISIBLE_DEVICES). resume keeps
+    gpus > 1 runs that many workers at once, one GPU each (CUDA_VISIBLE_DEVICES); per_gpu > 1 shares
+    each GPU among that many workers, each with a fixed KV cache ($VOSTI_HARNESS_KV_GIB, 6 GiB). resume keeps
     evidence files that finished (status ok/unavailable); report_only runs nothing and re-aggregates
     the evidence already under out_dir/raw (e.g. collected from several machines or calls)."""
     from concurrent.futures import ThreadPoolExecutor
@@ -275,13 +281,14 @@ def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, onli
 
             log_path = out_dir / "logs" / f"{model}-{mode.name}.log"
             rc, timed_out = _run_worker(_worker_command(mode.name, model, scale, classes, evidence, eager),
-                                        log_path, timeout, on_progress, gpu)
+                                        log_path, timeout, on_progress, gpu,
+                                        0.9 / per_gpu if per_gpu > 1 else None)
             outcomes[(model, mode.name)] = (rc, timed_out)
             status = "timeout" if timed_out else ("finished" if rc == 0 else f"exit {rc}")
             bars.update(task, sum(done.values()), f"{name} [{status}]")
 
-        if gpus > 1:
-            free = list(range(gpus))
+        if gpus * per_gpu > 1:
+            free = [g for g in range(gpus) for _ in range(per_gpu)]
             lock = __import__("threading").Lock()
 
             def pinned(job):
@@ -293,7 +300,7 @@ def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, onli
                     with lock:
                         free.append(gpu)
 
-            with ThreadPoolExecutor(max_workers=gpus) as pool:
+            with ThreadPoolExecutor(max_workers=gpus * per_gpu) as pool:
                 list(pool.map(pinned, jobs))
         else:
             for job in jobs:
