@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--worker-timeout", type=float, default=None)
     ap.add_argument("--gpus", type=int, default=1, help="run this many workers at once, one GPU each")
     ap.add_argument("--per-gpu", type=int, default=1,
-                    help="share each GPU among this many workers (each with a fixed 6 GiB KV cache)")
+                    help="share each GPU among this many workers (each with a fixed 5 GiB KV cache)")
     ap.add_argument("--resume", action="store_true", help="keep finished evidence under OUT/raw")
     ap.add_argument("--report-only", action="store_true", help="only re-aggregate OUT/raw")
     ap.add_argument("--eager", action="store_true", help="enforce_eager=True in every mode")

@@ -29,7 +29,7 @@ def compare(
     classes: Optional[str] = typer.Option(None, help="comma list of batch,chunk,prefill_decode,prefix (default: all)"),
     worker_timeout: Optional[float] = typer.Option(None, help="seconds per mode (default 900 cpu / 1800 gpu)"),
     gpus: int = typer.Option(1, help="run this many workers at once, one GPU each (CUDA_VISIBLE_DEVICES)"),
-    per_gpu: int = typer.Option(1, "--per-gpu", help="share each GPU among this many workers (each with a fixed 6 GiB KV cache)"),
+    per_gpu: int = typer.Option(1, "--per-gpu", help="share each GPU among this many workers (each with a fixed 5 GiB KV cache)"),
     resume: bool = typer.Option(False, "--resume", help="keep evidence under OUT/raw that already finished"),
     report_only: bool = typer.Option(False, "--report-only", help="run nothing; re-aggregate OUT/raw"),
     eager: bool = typer.Option(False, "--eager", help="enforce_eager=True in every mode (faster startup)"),

@@ -121,7 +121,7 @@ def _run_worker(cmd: list[str], log_path: Path, timeout_s: float, on_progress,
         # vLLM's memory profiling reads device-wide free memory, which neighbours change while it runs;
         # a fixed KV size skips it, and the utilization is then only the free-memory check at startup
         env.setdefault("VOSTI_HARNESS_GPU_MEM", f"{min(gpu_mem_share, 0.1):.3f}")
-        env.setdefault("VOSTI_HARNESS_KV_GIB", "6")
+        env.setdefault("VOSTI_HARNESS_KV_GIB", "5")   # a 33K-token sequence of any GPU model fits
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=REPO_ROOT,
@@ -242,7 +242,7 @@ def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, onli
     raw/<model>-<mode>.json (each worker's evidence) and logs/ (worker and server logs) under out_dir.
 
     gpus > 1 runs that many workers at once, one GPU each (CUDA_VISIBLE_DEVICES); per_gpu > 1 shares
-    each GPU among that many workers, each with a fixed KV cache ($VOSTI_HARNESS_KV_GIB, 6 GiB). resume keeps
+    each GPU among that many workers, each with a fixed KV cache ($VOSTI_HARNESS_KV_GIB, 5 GiB). resume keeps
     evidence files that finished (status ok/unavailable); report_only runs nothing and re-aggregates
     the evidence already under out_dir/raw (e.g. collected from several machines or calls)."""
     from concurrent.futures import ThreadPoolExecutor

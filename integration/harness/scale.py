@@ -52,7 +52,7 @@ GPU = Scale(
     batch_lengths=_GPU_BATCH, batch_sizes=(2, 4, 8), batch_orders=("first", "middle", "last"),
     batch_decode_tokens=8, batch_neighbour_lengths=(),
     chunk_lengths=_GPU_CHUNK, chunk_budgets=(64, 128, 256, 512, 1024), chunk_decode_tokens=4,
-    pd_lengths=(257, 8192, 32768), pd_positions=128, pd_prefill_budget=8192,
+    pd_lengths=(257, 8192, 32768), pd_positions=128, pd_prefill_budget=4096,   # 4096 x 262K-vocab logits: 4 GiB
     # page sizes up to 64 (vosti's GPU default): every shared prefix spans at least one full page
     prefix_lengths=(160, 257, 1000, 2049), prefix_decode_tokens=8, prefix_generated_tokens=72,
     max_num_batched_tokens=8192, max_model_len=32768 + 256,
