@@ -22,7 +22,7 @@ import z3
 
 from verifier.noop import NoopAnalysis
 from verifier.report import Obligation
-from verifier.smt import Prover, free_consts, int_subterms
+from verifier.smt import Prover, free_consts, int_subterms, matched_instances
 from verifier.spec import Point, RegionEq, Slice
 from verifier.symbolic import LoopInfo, SideResult
 from verifier.values import (dims_eq, FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
@@ -259,6 +259,11 @@ class Checker:
 
         if not fact.bound:
             return self.p.valid(goal_for([]), pc)
+        pairs = [(ix.at, c) for side, coords in ((fact.left, cl), (fact.right, cr))
+                 for ix, c in zip(side, coords) if isinstance(ix, Point)]
+        for combo in matched_instances(fact.bound, pairs):
+            if self.p.valid(goal_for(list(zip(fact.bound, combo))), pc):
+                return True
         cands = int_subterms(list(cl) + list(cr))
         if len(fact.bound) > 1:
             cands = cands[:12]

@@ -8,12 +8,14 @@ only when Z3 proves the path impossible (unknown counts as possible).  Both are 
 """
 from __future__ import annotations
 
+import itertools
 from typing import Iterable
 
 import z3
 
 
-RLIMIT_PER_MS = 2000  # Z3 resource units per millisecond of an unloaded core (measured, roughly)
+RLIMIT_PER_MS = 2000
+MODELS_KEPT = 8  # Z3 resource units per millisecond of an unloaded core (measured, roughly)
 
 
 def new_solver(budget_ms: int) -> z3.Solver:
@@ -40,8 +42,15 @@ class Prover:
         self.split_solvers: dict[tuple, z3.Solver] = {}
         self.int_values: dict[tuple, list] = {}
         self.lin_cache: dict[int, tuple] = {}
+        self.models: list[z3.ModelRef] = []  # of the latest satisfiable queries of `solver`
+        self.domain_items = sorted(self.domain[0].items()) if self.domain else []
+        self.domain_keys = {tuple(str(z3.BoolVal(d[n]) if isinstance(d[n], bool) else z3.IntVal(d[n]))
+                                  for n, _ in self.domain_items) for d in self.domain} if self.domain else None
+        self.joint: list[z3.BoolRef] = []  # combinations of symbolic values that occur (added as met)
         if self.domain:
             self.hyps = [self.linearize(h) for h in self.hyps]
+            self.hyps += self.joint
+            self.joint = []
             self.solver = new_solver(timeout_ms)
             self.solver.add(*self.hyps)
         # the quantifier-free hypotheses alone: an unsat answer there is final and much cheaper
@@ -52,6 +61,14 @@ class Prover:
         self.queries += 1
         if self.domain:
             formulas = [self.linearize(f) for f in formulas]
+            if self.joint:  # facts true of every config: stated once, outside the push
+                self.hyps += self.joint
+                self.solver.add(*self.joint)
+                self.light.add(*self.joint)
+                self.joint = []
+                self.models = []
+        if self._model_satisfies(formulas):
+            return z3.sat
         if not any(has_quantifier(f) for f in formulas):
             self.light.push()
             try:
@@ -64,11 +81,27 @@ class Prover:
         try:
             self.solver.add(*formulas)
             r = self.solver.check()
+            if r == z3.sat:
+                self.models = [self.solver.model()] + self.models[:MODELS_KEPT - 1]
         finally:
             self.solver.pop()
         if r == z3.unknown and self.domain:
             r = self._split(formulas)
         return r
+
+    def _model_satisfies(self, formulas: list[z3.BoolRef]) -> bool:
+        """Does a model of an earlier satisfiable query (so of every hypothesis) also satisfy `formulas`?
+        Then the query is satisfiable, as Z3 would answer; `sat` is the conservative answer of both
+        `valid` and `possible`, so a wrong guess here could only lose a proof, never make one."""
+        for m in self.models:
+            if self.domain_keys is not None:
+                vals = tuple(m.eval(z3.Bool(n) if isinstance(v, bool) else z3.Int(n), model_completion=True)
+                             for n, v in self.domain_items)
+                if tuple(str(v) for v in vals) not in self.domain_keys:
+                    continue
+            if all(z3.is_true(m.eval(f, model_completion=True)) for f in formulas):
+                return True
+        return False
 
     def linearize(self, e: z3.ExprRef) -> z3.ExprRef:
         """Rewrite every product or division that is non-linear because of a symbolic constexpr into a
@@ -107,8 +140,12 @@ class Prover:
         return e.decl()(*kids)
 
     def values_of(self, names: tuple) -> list:
+        """The value tuples of `names` that occur in the domain; a case split over them falls back to the
+        first tuple's branch elsewhere, so the disjunction of the tuples becomes a hypothesis."""
         if names not in self.int_values:
-            self.int_values[names] = sorted({tuple(d[n] for n in names) for d in self.domain})
+            self.int_values[names] = vals = sorted({tuple(d[n] for n in names) for d in self.domain})
+            if len(names) > 1:
+                self.joint.append(z3.Or(*[z3.And(*[_bind(n, v) for n, v in zip(names, val)]) for val in vals]))
         return self.int_values[names]
 
     def _split(self, formulas: list[z3.BoolRef], names: list | None = None) -> z3.CheckSatResult:
@@ -159,6 +196,10 @@ class Prover:
 
     def unsat_with(self, formulas: Iterable[z3.BoolRef]) -> bool:
         return self._check(list(formulas)) == z3.unsat
+
+
+def _bind(name: str, value) -> z3.BoolRef:
+    return z3.Bool(name) == value if isinstance(value, bool) else z3.Int(name) == value
 
 
 def _postorder(e: z3.ExprRef, cache: dict, leaf, combine):
@@ -236,6 +277,32 @@ def _int_subterms(es: Iterable[z3.ExprRef], limit: int = 60) -> list[z3.ArithRef
         if z3.is_app(x):
             todo.extend(x.children())
     return out
+
+
+def matched_instances(bound: tuple, pairs: Iterable[tuple]) -> list[tuple]:
+    """Values for the bound variables read off by matching each pattern (an index of a quantified fact,
+    mentioning the bound variables) against a concrete term of the same shape: `j % P` against
+    `(B*k + r) % P` gives j = B*k + r.  Only a guess: the caller proves the instance with Z3."""
+    found: dict[int, list] = {v.get_id(): [] for v in bound}
+
+    def match(pat: z3.ExprRef, term: z3.ExprRef) -> None:
+        slot = found.get(pat.get_id())
+        if slot is not None:
+            if z3.is_int(term) and not any(term.eq(x) for x in slot):
+                slot.append(term)
+            return
+        if not (z3.is_app(pat) and z3.is_app(term)) or pat.num_args() == 0 or pat.num_args() != term.num_args() \
+                or not pat.decl().eq(term.decl()):
+            return
+        for a, b in zip(pat.children(), term.children()):
+            match(a, b)
+
+    for pat, term in pairs:
+        match(pat, term)
+    lists = [found[v.get_id()] for v in bound]
+    if not all(lists):
+        return []
+    return list(itertools.islice(itertools.product(*lists), 16))
 
 
 _nl_cache: dict = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 import z3
@@ -266,9 +266,15 @@ class Tile:
     fn: Callable[[tuple], Elem]
     concrete: Any = None  # Python value of a constexpr scalar
     dtype: Optional[str] = None
+    memo: dict = field(default_factory=dict, repr=False)  # lane ids -> (lanes, element); fn is pure
 
     def at(self, lanes: tuple) -> Elem:
-        return self.fn(tuple(lanes))
+        lanes = tuple(lanes)
+        key = tuple(x.get_id() if isinstance(x, z3.AstRef) else ("py", x) for x in lanes)
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = (lanes, self.fn(lanes))  # the lanes stay alive, so their ids are not reused
+        return hit[1]
 
 
 def const_tile(v: Any) -> Tile:
@@ -324,6 +330,6 @@ def broadcast(t: Tile, shape: tuple) -> Tile:
 
     def fn(lanes, t=t, n=n, m=m, src=src):
         sub = lanes[n - m:]
-        return t.fn(tuple(zero if is_one(s) else x for s, x in zip(src, sub)))
+        return t.at(tuple(zero if is_one(s) else x for s, x in zip(src, sub)))
 
     return Tile(t.kind, shape, fn, None, t.dtype)
