@@ -17,6 +17,7 @@ import json
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -27,7 +28,7 @@ from verifier.frontend import Unsupported, kernel_from_function, kernel_from_sou
 from verifier.report import Obligation, ObligationReport, Result, results_json, results_table
 
 __all__ = ["verify_kernel", "verify_catalog", "results_table", "results_json", "proved_configs", "Result",
-           "ObligationReport", "default_cache_dir", "catalog_entries"]
+           "ObligationReport", "default_cache_dir", "catalog_entries", "catalog_plan", "Group"]
 
 VERSION = "1"
 
@@ -126,16 +127,27 @@ def _spec_names(spec: Contract) -> set[str]:
     return {w for w in text.replace("(", " ").replace(")", " ").replace(",", " ").split() if w.isidentifier()}
 
 
+_PARSED: dict[int, tuple] = {}  # per process: entry index -> (entry, IR)
+
+
+def _entry_ir(entry_index: int) -> tuple[dict, ir.Kernel]:
+    hit = _PARSED.get(entry_index)
+    if hit is None:
+        entry = catalog_entries()[entry_index]
+        hit = _PARSED[entry_index] = (entry, kernel_from_function(entry["kernel"]))
+    return hit
+
+
 def _run_group(task: tuple) -> dict:
     """Worker: verify one (kernel, goal, group); returns a JSON-able summary."""
     entry_index, goal_index, key, domain, first = task
+    t0 = time.perf_counter()
     entry = catalog_entries()[entry_index]
     kernel = entry["kernel"]
     spec = contract_of(kernel)
     g = spec.verif[goal_index]
-    t0 = time.perf_counter()
     try:
-        k = kernel_from_function(kernel)
+        entry, k = _entry_ir(entry_index)
         rep = check_goal(k, spec, g, {**first, **key}, domain=domain or None)
         post = entry.get("extra_post", {})
         for flag, clause in post.items():
@@ -192,12 +204,24 @@ def verify_catalog(*, kernel: str | None = None, cache_dir: Path | None = None,
     return results
 
 
-def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> list[Result]:
-    entries = catalog_entries()
-    tasks: list[tuple] = []
-    meta: list[tuple] = []
-    results: list[Result] = []
-    for ei, entry in enumerate(entries):
+@dataclass(frozen=True)
+class Group:
+    """One unit of proof work: a kernel x goal x values of its non-symbolic constexprs; one Z3 proof covers
+    every member config (the symbolic constexprs range over `domain`)."""
+
+    kernel: str
+    goal: str
+    members: list  # [(constexpr config, launch-config family fields)]
+    source: str  # file:line of the kernel
+    cache_key: str
+    task: tuple  # what _run_group needs (picklable)
+
+
+def catalog_plan(kernel: str | None = None) -> tuple[list[Group], list[Result]]:
+    """The groups a catalog verification proves, and the rows of kernels outside the subset."""
+    groups: list[Group] = []
+    rejected: list[Result] = []
+    for ei, entry in enumerate(catalog_entries()):
         kern = entry["kernel"]
         name = kern.fn.__name__
         if kernel is not None and kernel not in name and kernel != entry["family"]:
@@ -207,11 +231,8 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
         try:
             k = kernel_from_function(kern)
         except Unsupported as u:
-            for cfg, _fam in entry["configs"]:
-                r = Result(name, cfg, "*", "unsupported", "subset", u.line, u.what, 0.0, False, src)
-                results.append(r)
-                if progress:
-                    progress(r)
+            rejected += [Result(name, cfg, "*", "unsupported", "subset", u.line, u.what, 0.0, False, src)
+                         for cfg, _fam in entry["configs"]]
             continue
         shash = _source_hash(kern, spec)
         for gi, g in enumerate(spec.verif):
@@ -224,29 +245,41 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
                 domain = [d for i, d in enumerate(domain) if d and d not in domain[:i]]
                 ck = hashlib.sha256(json.dumps([shash, g.name, key, domain], sort_keys=True,
                                                default=str).encode()).hexdigest()[:32]
-                meta.append((name, g.name, members, src, cache_dir / f"{ck}.json"))
-                tasks.append((ei, gi, key, domain, members[0][0]))
-    todo = [i for i, m in enumerate(meta) if not m[4].exists()]
+                groups.append(Group(name, g.name, members, src, ck, (ei, gi, key, domain, members[0][0])))
+    return groups, rejected
+
+
+def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> list[Result]:
+    groups, results = catalog_plan(kernel)
+    if progress:
+        for r in results:
+            progress(r)
     summaries: dict[int, tuple[dict, bool]] = {}
-    for i, m in enumerate(meta):
-        if i not in todo:
-            summaries[i] = (json.loads(m[4].read_text()), True)
+    todo = []
+    for i, grp in enumerate(groups):
+        path = cache_dir / f"{grp.cache_key}.json"
+        if path.exists():
+            summaries[i] = (json.loads(path.read_text()), True)
+        else:
+            todo.append(i)
+    # largest groups first, so the last proofs to finish are short ones (both cores stay busy)
+    todo.sort(key=lambda i: -len(groups[i].members))
     if todo:
         n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
         if n > 1:
             with ProcessPoolExecutor(n) as pool:
-                outs = list(pool.map(_run_group, [tasks[i] for i in todo]))
+                outs = list(pool.map(_run_group, [groups[i].task for i in todo]))
         else:
-            outs = [_run_group(tasks[i]) for i in todo]
+            outs = [_run_group(groups[i].task) for i in todo]
         for i, out in zip(todo, outs):
-            meta[i][4].write_text(json.dumps(out))
+            (cache_dir / f"{groups[i].cache_key}.json").write_text(json.dumps(out))
             summaries[i] = (out, False)
     results += _launch_results(kernel, progress)
-    for i, (name, gname, members, src, _path) in enumerate(meta):
+    for i, grp in enumerate(groups):
         out, cached = summaries[i]
-        for cfg, _fam in members:
-            r = Result(name, cfg, gname, out["status"], out["obligation"], out["line"], out["message"],
-                       0.0 if cached else out["seconds"] / len(members), cached, src, out["proved"])
+        for cfg, _fam in grp.members:
+            r = Result(grp.kernel, cfg, grp.goal, out["status"], out["obligation"], out["line"], out["message"],
+                       0.0 if cached else out["seconds"] / len(grp.members), cached, grp.source, out["proved"])
             results.append(r)
             if progress:
                 progress(r)

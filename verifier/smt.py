@@ -44,8 +44,7 @@ class Prover:
         self.lin_cache: dict[int, tuple] = {}
         self.models: list[z3.ModelRef] = []  # of the latest satisfiable queries of `solver`
         self.domain_items = sorted(self.domain[0].items()) if self.domain else []
-        self.domain_keys = {tuple(str(z3.BoolVal(d[n]) if isinstance(d[n], bool) else z3.IntVal(d[n]))
-                                  for n, _ in self.domain_items) for d in self.domain} if self.domain else None
+        self.domain_keys = {tuple(d[n] for n, _ in self.domain_items) for d in self.domain}
         self.joint: list[z3.BoolRef] = []  # combinations of symbolic values that occur (added as met)
         if self.domain:
             self.hyps = [self.linearize(h) for h in self.hyps]
@@ -82,7 +81,7 @@ class Prover:
             self.solver.add(*formulas)
             r = self.solver.check()
             if r == z3.sat:
-                self.models = [self.solver.model()] + self.models[:MODELS_KEPT - 1]
+                self._remember(self.solver.model())
         finally:
             self.solver.pop()
         if r == z3.unknown and self.domain:
@@ -93,15 +92,19 @@ class Prover:
         """Does a model of an earlier satisfiable query (so of every hypothesis) also satisfy `formulas`?
         Then the query is satisfiable, as Z3 would answer; `sat` is the conservative answer of both
         `valid` and `possible`, so a wrong guess here could only lose a proof, never make one."""
-        for m in self.models:
-            if self.domain_keys is not None:
-                vals = tuple(m.eval(z3.Bool(n) if isinstance(v, bool) else z3.Int(n), model_completion=True)
-                             for n, v in self.domain_items)
-                if tuple(str(v) for v in vals) not in self.domain_keys:
-                    continue
-            if all(z3.is_true(m.eval(f, model_completion=True)) for f in formulas):
-                return True
-        return False
+        newest_first = formulas[::-1]  # a path condition's last conjunct is the one most likely false
+        return any(all(_true_in(m, f) for f in newest_first) for m in self.models)
+
+    def _remember(self, m: z3.ModelRef) -> None:
+        """Keep a model whose symbolic constexprs take the values of one config of the domain."""
+        if self.domain_items:
+            key = []
+            for n, v in self.domain_items:
+                x = m.eval(z3.Bool(n) if isinstance(v, bool) else z3.Int(n), model_completion=True)
+                key.append(z3.is_true(x) if isinstance(v, bool) else x.as_long() if z3.is_int_value(x) else None)
+            if tuple(key) not in self.domain_keys:
+                return
+        self.models = [m] + self.models[:MODELS_KEPT - 1]
 
     def linearize(self, e: z3.ExprRef) -> z3.ExprRef:
         """Rewrite every product or division that is non-linear because of a symbolic constexpr into a
@@ -196,6 +199,11 @@ class Prover:
 
     def unsat_with(self, formulas: Iterable[z3.BoolRef]) -> bool:
         return self._check(list(formulas)) == z3.unsat
+
+
+def _true_in(m: z3.ModelRef, f: z3.BoolRef) -> bool:
+    v = m.eval(f, model_completion=True)
+    return z3.Z3_get_bool_value(v.ctx_ref(), v.as_ast()) == z3.Z3_L_TRUE
 
 
 def _bind(name: str, value) -> z3.BoolRef:
