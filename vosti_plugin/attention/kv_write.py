@@ -6,21 +6,44 @@ import torch
 import triton
 import triton.language as tl
 
+from verifier.contracts import contract, goal, tensor
 
-# Relational contract (write_kv)
-# @params(
-#   tensor(key, float, shape(T, HKV, D)), tensor(value, float, shape(T, HKV, D)),
-#   tensor(k_cache, float, shape(NB, P, HKV, D)), tensor(v_cache, float, shape(NB, P, HKV, D)),
-#   tensor(slot_mapping, int, shape(>= T)), constexpr(D, P, BLOCK_H),
-# )
-# @grid(T)
-# @verif(slot_local_write,
-#   post: for every token t with slot = slot_mapping[t] >= 0:
-#           k_cache[slot // P, slot % P] == key[t] and v_cache[slot // P, slot % P] == value[t] (cast to
-#           the cache dtype); a token with slot -1 writes nothing; every cache slot not named by
-#           slot_mapping[0:T] keeps its bits. The written bits of slot_mapping[t] depend only on
-#           key[t], value[t] (not on T or on other tokens).
-# )
+
+# Relational contract, proved by `vosti verify` (verifier/).  slot_write: token t of the left launch and
+# token u of the right launch with equal key/value rows and valid slots store equal bits into their own
+# slots, whatever the batch (T, other tokens, slot numbers).  writes_only_its_slots: every store lands in
+# a slot named by slot_mapping[0:T] (other pages, shared prefix pages included, keep their bits).
+_WRITE_KV_TENSORS = {
+    "key_ptr": tensor(("T", "HKV", "HEAD_DIM"), ("stride_kt", "stride_kh", 1)),
+    "value_ptr": tensor(("T", "HKV", "HEAD_DIM"), ("stride_vt", "stride_vh", 1)),
+    "k_cache_ptr": tensor(("NB", "PAGE_SIZE", "HKV", "HEAD_DIM"), ("stride_kcb", "stride_kcp", "stride_kch", 1)),
+    "v_cache_ptr": tensor(("NB", "PAGE_SIZE", "HKV", "HEAD_DIM"), ("stride_vcb", "stride_vcp", "stride_vch", 1)),
+    "slot_mapping_ptr": tensor(("SM",), (1,), "int64"),
+}
+_DISTINCT_SLOTS = ("forall(a, 0 <= a < {s}.T, forall(b, 0 <= b < {s}.T, implies(a != b and "
+                   "{s}.slot_mapping_ptr[a] >= 0, {s}.slot_mapping_ptr[a] != {s}.slot_mapping_ptr[b])))")
+_SLOT = "{s}.{cache}[{s}.slot_mapping_ptr[{t}] // PAGE_SIZE, {s}.slot_mapping_ptr[{t}] % PAGE_SIZE, :, :]"
+
+
+@contract(
+    params=_WRITE_KV_TENSORS,
+    grid=("T",),
+    verif=[
+        goal("slot_write", same=("num_kv_heads", "HKV"),
+             pre=("num_kv_heads == HKV", "HKV <= BLOCK_H",
+                  "0 <= t < L.T", "L.T <= L.SM", "L.slot_mapping_ptr[t] >= 0", _DISTINCT_SLOTS.format(s="L"),
+                  "0 <= u < R.T", "R.T <= R.SM", "R.slot_mapping_ptr[u] >= 0", _DISTINCT_SLOTS.format(s="R"),
+                  "L.key_ptr[t, :, :] == R.key_ptr[u, :, :]", "L.value_ptr[t, :, :] == R.value_ptr[u, :, :]"),
+             post=tuple(f"{_SLOT.format(s='L', t='t', cache=c)} == {_SLOT.format(s='R', t='u', cache=c)}"
+                        for c in ("k_cache_ptr", "v_cache_ptr"))),
+        goal("writes_only_its_slots", same=("num_kv_heads", "HKV"),
+             pre=("num_kv_heads == HKV", "L.T <= L.SM"),
+             post=tuple(f"forall(t, 0 <= t < L.T, only({_SLOT.format(s='L', t='t', cache=c)}))"
+                        for c in ("k_cache_ptr", "v_cache_ptr"))),
+    ],
+    symbolic=("HEAD_DIM", "PAGE_SIZE"),
+    assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1"),
+)
 @triton.jit
 def _write_kv_kernel(
     key_ptr,
