@@ -28,6 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
+from verifier.contracts import contract, goal, scalar, tensor
 from vosti_plugin.attention.config import AttentionLaunchConfig
 
 # Sequences scanned per step when a program looks up which sequence it belongs to.
@@ -38,34 +39,81 @@ SPLIT_WORKSPACE_LIMIT_BYTES = 256 * 1024 * 1024
 LaunchPath = Literal["split", "fused"]
 
 
-# Relational contract (paged_attention_segments)
-# @params(
-#   tensor(q, float, shape(T, HQ, D)), tensor(k_cache, float, shape(NB, P, HKV, D)),
-#   tensor(v_cache, float, shape(NB, P, HKV, D)), tensor(block_table, int32, shape(S, MB)),
-#   tensor(seq_lens, int32, shape(S)), tensor(query_start_loc, int32, shape(S + 1)),
-#   tensor(out, float, shape(T, HQ, D)),
-#   tensor(part_m, float32, shape(T, HQ, NSEG)), tensor(part_l, float32, shape(T, HQ, NSEG)),
-#   tensor(part_acc, float32, shape(T, HQ, NSEG, D)),
-#   scalar(scale, float), scalar(soft_cap, float), scalar(window, int),
-#   constexpr(D, P, QUERIES_PER_KV, BLOCK_Q, BLOCK_M, BLOCK_N, SEGMENT, USE_WINDOW, USE_SOFT_CAP, FUSED),
-# )
-# @grid(T // BLOCK_Q + S, HKV, NSEG if not FUSED else 1)
-# @verif(causal_row_invariance,
-#   same: D, P, HQ, HKV, every constexpr, scale, soft_cap, window.
-#   free: T, S, NB, MB, NSEG (>= cdiv(seq_len, SEGMENT) of every sequence), the other sequences,
-#         the row's index inside its sequence and inside its program tile, the physical page ids.
-#   pre:  a row x of sequence s_L (left) and a row y of sequence s_R (right) with equal absolute position
-#         p = seq_lens[s] - q_len[s] + i, equal q[x, h, :] == q[y, h, :] for all h, and equal logical
-#         K and V: k_cache[block_table[s, j // P], j % P] equal on both sides for every j in [lo(p), p],
-#         where lo(p) = max(0, p - window + 1) with a window and 0 without.
-#   post: FUSED: out_L[x] == out_R[y] bitwise.
-#         split: for every segment g in [lo(p) // SEGMENT, p // SEGMENT]:
-#                part_m/part_l/part_acc_L[x, :, g] == part_*_R[y, :, g] bitwise.
-#   why:  for the row, the tiles of segment g are visited in increasing order from the fixed grid;
-#         a tile without any key in [lo(p), p] leaves (m, l, acc) unchanged by selection; per-row
-#         values of tl.dot depend only on the row's own operands; padded and out-of-range K/V loads
-#         read 0 and are masked to -inf / p = 0 before use.
-# )
+# Relational contracts, proved by `vosti verify` (verifier/) for every config of the catalog.
+# A query row x of sequence sL (left launch) and a row y of sequence sR (right launch) at the same absolute
+# position p, with equal q rows and equal logical K/V on the row's visible range [lo(p), p] (read through
+# each side's own block table; lo(p) = max(0, p - window + 1) with a window, else 0), get bitwise equal
+# outputs (fused path) or partials of every segment in [lo(p) // SEGMENT, p // SEGMENT] (split path).
+# Free: number of sequences, other sequences' lengths and pages, query lengths, the row's place in its
+# program tile; so this covers batch invariance, prefill vs decode, chunked prefill and page tables.
+# Why: the row visits the tiles of each segment in increasing order from a fixed grid; a tile without any
+# key in [lo(p), p] leaves (m, l, acc) unchanged by selection; per-row values of tl.dot depend only on the
+# row's own operands; padded and out-of-range K/V loads read 0 and are masked to -inf / p = 0 before use.
+_ATTENTION_TENSORS = {
+    "q_ptr": tensor(("T", "HQ", "HEAD_DIM"), ("stride_qt", "stride_qh", 1)),
+    "k_ptr": tensor(("NB", "PAGE_SIZE", "HKV", "HEAD_DIM"), ("stride_kb", "stride_kp", "stride_kh", 1)),
+    "v_ptr": tensor(("NB", "PAGE_SIZE", "HKV", "HEAD_DIM"), ("stride_vb", "stride_vp", "stride_vh", 1)),
+    "block_table_ptr": tensor(("S", "MB"), ("stride_bt", 1), "int32"),
+    "seq_lens_ptr": tensor(("S",), (1,), "int32"),
+    "query_start_loc_ptr": tensor(("S1",), (1,), "int32"),
+    "out_ptr": tensor(("T", "HQ", "HEAD_DIM"), ("stride_ot", "stride_oh", 1)),
+    # the split path's fp32 workspace, indexed (token * num_q_heads + head) * num_segments + segment
+    "part_m_ptr": tensor(("T", "HQ", "NSEG"), ("num_q_heads*num_segments", "num_segments", 1)),
+    "part_l_ptr": tensor(("T", "HQ", "NSEG"), ("num_q_heads*num_segments", "num_segments", 1)),
+    "part_acc_ptr": tensor(("T", "HQ", "NSEG", "HEAD_DIM"),
+                           ("num_q_heads*num_segments*HEAD_DIM", "num_segments*HEAD_DIM", "HEAD_DIM", 1)),
+    "scale": scalar("float32"),
+    "soft_cap": scalar("float32"),
+}
+# launch {S}'s varlen metadata is well formed and its row {r} of sequence {s} sits at position p
+_ROW_AT_P = (
+    "0 <= {s} < {S}.num_seqs", "{S}.query_start_loc_ptr[0] == 0",
+    "forall(i, 0 <= i <= {S}.num_seqs, forall(j, i <= j <= {S}.num_seqs, "
+    "{S}.query_start_loc_ptr[i] <= {S}.query_start_loc_ptr[j]))",
+    "{S}.query_start_loc_ptr[{S}.num_seqs] <= {S}.T",
+    "{S}.query_start_loc_ptr[{s}] <= {r} < {S}.query_start_loc_ptr[{s} + 1]",
+    "{S}.query_start_loc_ptr[{s} + 1] - {S}.query_start_loc_ptr[{s}] <= {S}.seq_lens_ptr[{s}]",
+    "{S}.seq_lens_ptr[{s}] - ({S}.query_start_loc_ptr[{s} + 1] - {S}.query_start_loc_ptr[{s}]) + {r} "
+    "- {S}.query_start_loc_ptr[{s}] == p",
+)
+_ROWS_AT_P = tuple(c.format(S="L", s="sL", r="x") for c in _ROW_AT_P) + tuple(
+    c.format(S="R", s="sR", r="y") for c in _ROW_AT_P)
+_LO = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
+_KV_EQUAL = tuple(
+    f"forall(j, {_LO} <= j <= p, L.{t}[L.block_table_ptr[sL, j // PAGE_SIZE], j % PAGE_SIZE, :, :] == "
+    f"R.{t}[R.block_table_ptr[sR, j // PAGE_SIZE], j % PAGE_SIZE, :, :])" for t in ("k_ptr", "v_ptr"))
+_SAME_ROW = ("num_q_heads", "HQ", "HKV", "scale", "soft_cap", "window")
+_ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p >= 0") + _ROWS_AT_P
+# the program and lane that own row {r} (coverage hint, checked): query block, KV head, row in the tile
+_WRITER = {"pid0": "{S}.query_start_loc_ptr[{s}] // BLOCK_Q + {s} + ({r} - {S}.query_start_loc_ptr[{s}]) // BLOCK_Q",
+           "pid1": "{h} // QUERIES_PER_KV",
+           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * QUERIES_PER_KV + {h} % QUERIES_PER_KV"}
+_SEGMENT_PARTIALS_EQUAL = tuple(
+    f"forall(h, 0 <= h < HQ, forall(g, ({_LO}) // SEGMENT <= g <= p // SEGMENT, {c}))" for c in (
+        "L.part_m_ptr[x, h, g] == R.part_m_ptr[y, h, g]", "L.part_l_ptr[x, h, g] == R.part_l_ptr[y, h, g]",
+        "L.part_acc_ptr[x, h, g, :] == R.part_acc_ptr[y, h, g, :]"))
+
+
+@contract(
+    params=_ATTENTION_TENSORS,
+    grid=("T // BLOCK_Q + num_seqs", "HKV", "ite(FUSED, 1, num_segments)"),
+    verif=[
+        goal("causal_row_invariance", when="FUSED", same=_SAME_ROW,
+             pre=_ROW_PRE + ("L.q_ptr[x, :, :] == R.q_ptr[y, :, :]",) + _KV_EQUAL,
+             post=("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",),
+             witness={S: {**{k: v.format(S=S, s=s, r=r, h="e1") for k, v in _WRITER.items()}, "pid2": "0"}
+                      for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}),
+        goal("causal_segment_partials", when="not FUSED", same=_SAME_ROW,
+             pre=_ROW_PRE + ("p // SEGMENT < L.num_segments", "p // SEGMENT < R.num_segments",
+                             "L.q_ptr[x, :, :] == R.q_ptr[y, :, :]") + _KV_EQUAL,
+             post=_SEGMENT_PARTIALS_EQUAL,
+             witness={S: {**{k: v.format(S=S, s=s, r=r, h="h") for k, v in _WRITER.items()}, "pid2": "g",
+                          "seg": "g"} for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}),
+    ],
+    symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
+    assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1", "BLOCK_Q >= 1",
+            "BLOCK_M == BLOCK_Q * QUERIES_PER_KV", "BLOCK_N >= 1", "SEGMENT % BLOCK_N == 0"),
+)
 @triton.jit
 def _paged_attention_segments_kernel(
     q_ptr,
@@ -237,22 +285,21 @@ def _paged_attention_segments_kernel(
         )
 
 
-# Relational contract (paged_attention_combine)
-# @params(
-#   tensor(out, float, shape(T, HQ, D)), tensor(part_m, float32, shape(T, HQ, NSEG)),
-#   tensor(part_l, float32, shape(T, HQ, NSEG)), tensor(part_acc, float32, shape(T, HQ, NSEG, D)),
-#   tensor(seq_lens, int32, shape(S)), tensor(query_start_loc, int32, shape(S + 1)),
-#   scalar(window, int), constexpr(D, SEGMENT, USE_WINDOW),
-# )
-# @grid(T, HQ)
-# @verif(segment_fold_invariance,
-#   same: D, SEGMENT, USE_WINDOW, window.
-#   pre:  a row x (left) and y (right) with equal absolute position p and, for every segment g in
-#         [lo(p) // SEGMENT, p // SEGMENT], part_*_L[x, h, g] == part_*_R[y, h, g] bitwise.
-#   post: out_L[x, h] == out_R[y, h] bitwise; the fold visits exactly those segments, left to right,
-#         with the fold expression of the fused path, so out also equals the fused path's row.
-#   rows past query_start_loc[S] (padding) get zeros.
-# )
+# Relational contract: the fold of a row's segment partials.  Rows x (left) and y (right) at the same
+# position p whose partials of every segment in [lo(p) // SEGMENT, p // SEGMENT] are bitwise equal get
+# bitwise equal outputs; the fold visits exactly those segments, left to right, with the fold expression
+# of the fused path, so out also equals the fused path's row.  Rows past query_start_loc[S] get zeros.
+@contract(
+    params={n: _ATTENTION_TENSORS[n] for n in ("out_ptr", "part_m_ptr", "part_l_ptr", "part_acc_ptr",
+                                                "seq_lens_ptr", "query_start_loc_ptr")},
+    grid=("T", "HQ"),
+    verif=[goal("segment_fold_invariance", same=("num_q_heads", "HQ", "window"),
+                pre=("num_q_heads == HQ", "window >= 1", "p >= 0") + _ROWS_AT_P + _SEGMENT_PARTIALS_EQUAL,
+                post=("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",),
+                witness={"L": {"pid0": "x", "pid1": "e1"}, "R": {"pid0": "y", "pid1": "e1"}})],
+    symbolic=("HEAD_DIM",),
+    assume=("HEAD_DIM >= 1",),
+)
 @triton.jit
 def _combine_segments_kernel(
     out_ptr,
