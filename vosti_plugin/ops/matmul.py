@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from verifier.contracts import contract, goal, tensor
 from vosti_plugin.triton_mode import interpreting
 
 __all__ = [
@@ -120,14 +121,25 @@ def _launch_metadata(grid, kernel, args):
 _jit_options = {} if interpreting() else {"launch_metadata": _launch_metadata}
 
 
-# Contract (row invariance, mm_kernel):
-#   @params  a: [M, K], b: [K, N], bias: [N], c: [M, N]; BLOCK_M, BLOCK_N, BLOCK_K = select_config(N, K)
-#   @grid    (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))
-#   @verif   for runs L (M_L rows) and R (M_R = 1) with equal b, bias, N, K and BLOCK_*:
-#            a_L[x, :] == a_R[0, :]  =>  c_L[x, :] == c_R[0, :]   (bitwise, any 0 <= x < M_L)
-#   Why: row x is computed by program (x // BLOCK_M, n) at tile row x % BLOCK_M; its accumulator runs
-#   over k0 = 0, BLOCK_K, ... < K in that order whatever M is; rows >= M are masked loads of 0 and
-#   masked stores, and never mix into another row's accumulator.
+# Relational contract (checked by `vosti verify`): launches L (M_L rows) and R (one row) with equal b,
+# bias, N, K and config give row x of L the bits of R's row whenever their `a` rows are equal.
+# Why: row x is computed by program (x // BLOCK_M, n) at tile row x % BLOCK_M; its accumulator runs
+# over k0 = 0, BLOCK_K, ... < K in that order whatever M is; rows >= M are masked loads of 0 and
+# masked stores, and never mix into another row's accumulator.
+_ROW_PRE = ("R.M == 1", "0 <= x < L.M")  # row x of a launch of any M vs a launch of one row
+
+
+@contract(
+    params={"a_ptr": tensor(("M", "K"), ("stride_am", "stride_ak")),
+            "b_ptr": tensor(("K", "N"), ("stride_bk", "stride_bn")),
+            "bias_ptr": tensor(("N",), (1,)),
+            "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
+    grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
+    verif=[goal("row_invariance", same=("N", "K"),
+                pre=_ROW_PRE + ("L.a_ptr[x, :] == R.a_ptr[0, :]", "L.b_ptr[:, :] == R.b_ptr[:, :]",
+                                "L.bias_ptr[:] == R.bias_ptr[:]"),
+                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+)
 @triton.jit(do_not_specialize=["M"], **_jit_options)
 def mm_kernel(
     a_ptr, b_ptr, bias_ptr, c_ptr,
@@ -159,14 +171,19 @@ def mm_kernel(
              acc.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
-# Contract (row invariance, mm_splitk_partial_kernel):
-#   @params  a: [M, K], b: [K, N], part: [SPLIT_K, M, N] fp32; K_PER_SPLIT = cdiv(cdiv(K, SPLIT_K),
-#            BLOCK_K) * BLOCK_K and SPLIT_K, BLOCK_* = select_config(N, K)
-#   @grid    (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N), SPLIT_K)
-#   @verif   a_L[x, :] == a_R[0, :] (equal b, N, K, config)  =>  part_L[s, x, :] == part_R[s, 0, :]
-#            for every split s
-#   Why: split s reduces k0 = s * K_PER_SPLIT, + BLOCK_K, ... < min((s + 1) * K_PER_SPLIT, K) in
-#   order; the slice bounds depend on (K, config) only.
+# Relational contract: row x's fp32 partial of every split s equals the one-row launch's.  part is the
+# [SPLIT_K, M, N] workspace seen as [SPLIT_K * M, N] with row stride N.
+# Why: split s reduces k0 = s * K_PER_SPLIT, + BLOCK_K, ... < min((s + 1) * K_PER_SPLIT, K) in order;
+# K_PER_SPLIT = cdiv(cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K and the config depend on (N, K) only.
+@contract(
+    params={"a_ptr": tensor(("M", "K"), ("stride_am", "stride_ak")),
+            "b_ptr": tensor(("K", "N"), ("stride_bk", "stride_bn")),
+            "part_ptr": tensor(("PR", "N"), ("N", 1))},
+    grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)", "SPLIT_K"),
+    verif=[goal("row_invariance", same=("N", "K", "K_PER_SPLIT"),
+                pre=_ROW_PRE + ("L.a_ptr[x, :] == R.a_ptr[0, :]", "L.b_ptr[:, :] == R.b_ptr[:, :]"),
+                post=("forall(s, 0 <= s < SPLIT_K, L.part_ptr[s * L.M + x, :] == R.part_ptr[s * R.M, :])",))],
+)
 @triton.jit(do_not_specialize=["M"], **_jit_options)
 def mm_splitk_partial_kernel(
     a_ptr, b_ptr, part_ptr,
@@ -198,11 +215,18 @@ def mm_splitk_partial_kernel(
              mask=row_ok[:, None] & col_ok[None, :])
 
 
-# Contract (row invariance, splitk_combine_kernel):
-#   @params  part: [SPLIT_K, M, N] fp32, bias: [N], c: [M, N]
-#   @grid    (cdiv(M, BLOCK_M), cdiv(N, BLOCK_N))
-#   @verif   part_L[s, x, :] == part_R[s, 0, :] for all s  =>  c_L[x, :] == c_R[0, :]
-#   Why: c[x, n] = cast(((part[0] + part[1]) + ... + part[SPLIT_K - 1]) + bias[n]), summed in s order.
+# Relational contract: equal partials of row x in every split give equal output rows.
+# Why: c[x, n] = cast(((part[0] + part[1]) + ... + part[SPLIT_K - 1]) + bias[n]), summed in s order.
+@contract(
+    params={"part_ptr": tensor(("PR", "N"), ("N", 1)),
+            "bias_ptr": tensor(("N",), (1,)),
+            "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
+    grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
+    verif=[goal("row_invariance", same=("N",),
+                pre=_ROW_PRE + ("forall(s, 0 <= s < SPLIT_K, L.part_ptr[s * L.M + x, :] == R.part_ptr[s * R.M, :])",
+                                "L.bias_ptr[:] == R.bias_ptr[:]"),
+                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+)
 @triton.jit(do_not_specialize=["M"])
 def splitk_combine_kernel(
     part_ptr, bias_ptr, c_ptr,
