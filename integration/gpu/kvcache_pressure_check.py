@@ -1,18 +1,22 @@
 """vosti KV cache under memory pressure on a GPU: eviction + preemption + chunked prefill + prefix hits
 must leave every request's raw logits bitwise equal to a cold solo run; plus scheduler overhead.
 
-    python integration/gpu/kvcache_pressure_check.py --model llama31-8b --out $OUT/kvcache_llama.json
-    python integration/gpu/kvcache_pressure_check.py --model gemma3-4b --out $OUT/kvcache_gemma.json
-    python integration/gpu/kvcache_pressure_check.py --cpu-smoke --out /tmp/kvcache.json   # logic, no GPU
+    python integration/gpu/kvcache_pressure_check.py --model llama31-8b --layers 8 --out $OUT/kvcache_llama.json
+    python integration/gpu/kvcache_pressure_check.py --model gemma3-4b --layers 12 --out $OUT/kvcache_gemma.json
+    python integration/gpu/kvcache_pressure_check.py --cpu-smoke --out /tmp/kvcache.json   # logic, no GPU (~3 min)
 
 Workload: N requests (default 6) of ~3K tokens sharing a 1K-token prefix, 64 generated tokens each,
-on a page pool (num_gpu_blocks_override) that holds two of them but not their decodes, token budget 512 (chunked
-prefill). References: each prompt alone after reset_prefix_cache(). Variants: all together from an
-empty cache, then all together again in reverse order (warm cache). Reported per variant: bitwise
-equal requests, max |diff| of the top-20 raw logits, cached tokens per request; engine-wide:
-preemptions, evictions, vosti hit statistics, schedule() ms per step. `--stock-scheduler` adds the
-same run with vLLM's own scheduler and prefix cache (same attention backend) for the overhead
-comparison. Exit code 0 iff every vosti variant is bitwise equal and the run preempted and evicted.
+on a page pool (num_gpu_blocks_override) that holds two of them but not their decodes, token budget 512
+(chunked prefill), vosti's page size (64; 32 on CPU), vosti's audit mode on (`--no-audit` for the
+overhead numbers). References: each prompt alone after reset_prefix_cache(). Variants: all together
+from an empty cache, then all together again in reverse order (warm cache). Reported per variant:
+bitwise-equal requests (every float of the top-20 raw logits compared by its bits), max |diff|,
+cached tokens per request; engine-wide: preemptions, evictions, vosti hit statistics, audit checks,
+schedule() ms per step. `--stock-scheduler` adds the same run with vLLM's own scheduler and prefix
+cache (same attention backend) for the overhead comparison. Exit code 0 iff every vosti variant is
+bitwise equal, the run preempted and evicted, and the warm variant hit the prefix cache.
+`--cpu-smoke`: the bundled tiny model on CPU through the Triton interpreter with the vosti backend
+(4 requests of 60-120 tokens, 8 generated tokens, 8 pages of 32 tokens, budget 48).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ import argparse
 import json
 import os
 import random
+import struct
 import sys
 import time
 
@@ -37,10 +42,18 @@ def _expected_kv_groups(config: dict | None) -> int:
     return sum(-(-c // size) for c in counts)
 
 
-def _prompts(n: int, shared_len: int, tail_len: int, vocab: int, seed: int = 0) -> list[list[int]]:
+def _prompt_lengths(args) -> list[int]:
+    return [args.shared + args.tail + args.step * i for i in range(args.requests)]
+
+
+def _prompts(lengths: list[int], shared_len: int, vocab: int, seed: int = 0) -> list[list[int]]:
     rng = random.Random(seed)
     shared = [rng.randrange(3, vocab) for _ in range(shared_len)]
-    return [shared + [rng.randrange(3, vocab) for _ in range(tail_len + 37 * i)] for i in range(n)]
+    return [shared + [rng.randrange(3, vocab) for _ in range(n - shared_len)] for n in lengths]
+
+
+def _bits(x: float) -> bytes:
+    return struct.pack("<d", x)  # exact: the engine's fp32/bf16 logits widen to float64 without rounding
 
 
 def _rows(output) -> list[tuple[int, dict[int, float]]]:
@@ -57,7 +70,7 @@ def _diff(got, want) -> tuple[bool, float]:
         if ta != tb or a.keys() != b.keys():
             return False, float("inf")
         for k in a:
-            if a[k] != b[k]:
+            if _bits(a[k]) != _bits(b[k]):
                 same = False
                 worst = max(worst, abs(a[k] - b[k]))
     return same, worst
@@ -86,6 +99,7 @@ def run(args) -> dict:
     from vosti_plugin.engine_presets import has_gpu, llm_kwargs, prepare_environment
 
     prepare_environment(in_process=True)
+    os.environ["VOSTI_AUDIT"] = "1" if args.audit else "0"
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
     from integration.harness import models
     from integration.harness.weights import redraw
@@ -100,20 +114,26 @@ def run(args) -> dict:
                 config["layer_types"][-1] = "full_attention"
     spec = models.ModelSpec(spec.name, config, spec.gemma_norms) if config else spec
     path = str(models.materialize(spec))
+    from vosti_plugin.selection import DEFAULT_PAGE_SIZE
+
     gpu = has_gpu()
     groups = _expected_kv_groups(config)
-    page = 16 if gpu else 32
+    page = args.page or (DEFAULT_PAGE_SIZE if gpu else 32)  # CPU: the stock backend needs multiples of 32
+    lengths = _prompt_lengths(args)
+    max_model_len = -(-(max(lengths) + args.max_tokens) // page) * page
     if args.pages == 0:
         # Room for the two shortest requests (sharing the prefix) plus 3 pages, in every KV group
         # (vosti keeps sliding-window pages): both decoding outgrow it, so one gets preempted.
-        lengths = sorted(args.shared + args.tail + 37 * i for i in range(args.requests))
-        per_group = -(-lengths[0] // page) + -(-lengths[1] // page) - args.shared // page + 3
-        args.pages = groups * per_group + 1
+        short = sorted(lengths)
+        per_group = -(-short[0] // page) + -(-short[1] // page) - args.shared // page + 3
+        per_group = max(per_group, max_model_len // page)  # vLLM refuses a pool below one max-length request
+        args.pages = groups * per_group + 1  # + vLLM's null page
     from vllm import LLM, SamplingParams
 
     overrides = dict(
         skip_tokenizer_init=True,
-        max_model_len=args.shared + args.tail + 40 * args.requests + args.max_tokens + 64,
+        block_size=page,
+        max_model_len=max_model_len,
         max_num_batched_tokens=args.budget,
         num_gpu_blocks_override=args.pages,
         max_num_seqs=args.requests,
@@ -124,8 +144,9 @@ def run(args) -> dict:
         overrides["gpu_memory_utilization"] = 0.6
     if spec.dummy:
         overrides["load_format"] = "dummy"
-    result: dict = {"model": args.model, "gpu": gpu, "layers": args.layers, "pages": args.pages,
-                    "kv_groups": groups, "engines": {}}
+    result: dict = {"model": args.model, "gpu": gpu, "layers": args.layers, "pages": args.pages, "page_size": page,
+                    "prompt_lengths": lengths, "max_tokens": args.max_tokens, "budget": args.budget,
+                    "kv_groups": groups, "audit": args.audit, "engines": {}}
     engines = [("vosti", True)] + ([("stock-scheduler", False)] if args.stock_scheduler else [])
     for label, vosti in engines:
         kw = llm_kwargs(path, vosti=vosti and args.backend == "vosti", **overrides)
@@ -147,17 +168,24 @@ def run(args) -> dict:
             llm.apply_model(redraw)
         sched = llm.llm_engine.engine_core.engine_core.scheduler
         vocab = spec.vocab_size
-        prompts = _prompts(args.requests, args.shared, args.tail, vocab)
+        prompts = _prompts(lengths, args.shared, vocab)
         params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0, logprobs=20, ignore_eos=True)
         feed = lambda ps: [{"prompt_token_ids": p} for p in ps]  # noqa: E731
-        cold = []
+        cold, t = [], time.perf_counter()
         for p in prompts:
             assert llm.reset_prefix_cache()
-            cold.append(_rows(llm.generate(feed([p]), params, use_tqdm=False)[0]))
+            out = llm.generate(feed([p]), params, use_tqdm=False)[0]
+            assert not out.num_cached_tokens, "a cold run hit the cache after reset_prefix_cache()"
+            cold.append(_rows(out))
+        cold_firsts = {tuple(sorted(rows[0][1].items())) for rows in cold}
+        print(label, f"cold runs: {time.perf_counter() - t:.1f}s, {len(cold_firsts)} distinct first rows of "
+              f"{len(cold)}", flush=True)
         timer = _ScheduleTimer(sched)
         preempt0 = getattr(sched, "vosti_num_preemptions", None)
         manager = sched.kv_cache_manager
         evict0 = manager.hit_stats.evictions if hasattr(manager, "hit_stats") else None
+        shadow = getattr(manager, "shadow", None)
+        checks0 = shadow.num_checks if shadow is not None else None
         assert llm.reset_prefix_cache()
         variants = {}
         for name, order in (("together-empty-cache", prompts), ("together-warm-reversed", prompts[::-1])):
@@ -176,7 +204,9 @@ def run(args) -> dict:
             }
             print(label, name, json.dumps(variants[name]), flush=True)
         info = {"startup_s": startup, "variants": variants, "schedule_ms_per_step": timer.ms_per_step(),
-                "schedule_steps": timer.steps}
+                "schedule_steps": timer.steps, "distinct_cold_first_rows": len(cold_firsts)}
+        if checks0 is not None:
+            info["audit_checks"] = shadow.num_checks - checks0
         if preempt0 is not None:
             info["preemptions"] = sched.vosti_num_preemptions - preempt0
         if evict0 is not None:
@@ -185,11 +215,23 @@ def run(args) -> dict:
             info["hit_stats"] = {"queries": stats.queries, "hits": stats.hits, "query_tokens": stats.query_tokens,
                                  "hit_tokens": stats.hit_tokens, "hit_rate": stats.hit_rate}
         result["engines"][label] = info
+        print(label, "preemptions", info.get("preemptions"), "evictions", info.get("evictions"),
+              "audit_checks", info.get("audit_checks"), "hit_stats", json.dumps(info.get("hit_stats")),
+              f"schedule {info['schedule_ms_per_step']:.3f} ms/step", flush=True)
         del llm
     v = result["engines"]["vosti"]
-    ok = (all(x["bitwise_equal"] == x["total"] for x in v["variants"].values())
-          and v.get("preemptions", 0) > 0 and v.get("evictions", 0) > 0)
-    result["pass"] = ok
+    failures = [f"{name}: {x['bitwise_equal']}/{x['total']} bitwise equal (max |diff| {x['max_abs_diff']:.3g})"
+                for name, x in v["variants"].items() if x["bitwise_equal"] != x["total"]]
+    if not v.get("preemptions"):
+        failures.append("no preemption: the pool no longer forces it")
+    if not v.get("evictions"):
+        failures.append("no eviction: the pool no longer forces it")
+    if not any(v["variants"]["together-warm-reversed"]["cached_tokens"]):
+        failures.append("no prefix hit in the warm variant")
+    if v["distinct_cold_first_rows"] < len(lengths):
+        failures.append("distinct prompts gave equal first logits: the model does not see context")
+    result["failures"] = failures
+    result["pass"] = not failures
     return result
 
 
@@ -201,21 +243,26 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=6)
     ap.add_argument("--shared", type=int, default=1024)
     ap.add_argument("--tail", type=int, default=2048)
+    ap.add_argument("--step", type=int, default=37, help="each further request's prompt is this much longer")
+    ap.add_argument("--page", type=int, default=0, help="page size; 0: vosti's default (64), 32 on CPU")
+    ap.add_argument("--no-audit", dest="audit", action="store_false", help="audit mode off (overhead numbers)")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--budget", type=int, default=512)
     ap.add_argument("--pages", type=int, default=0, help="page pool; 0: two requests + 3 pages per KV group")
     ap.add_argument("--backend", default="vosti", help="vosti, or 'stock' for vLLM's own attention")
     ap.add_argument("--stock-scheduler", action="store_true")
-    ap.add_argument("--cpu-smoke", action="store_true", help="tiny model, small sizes, stock CPU attention")
+    ap.add_argument("--cpu-smoke", action="store_true", help="tiny model, CPU sizes, vosti through the interpreter")
     args = ap.parse_args()
     if args.cpu_smoke:
         if args.model == "llama31-8b":
             args.model = "tiny"
-        args.requests, args.shared, args.tail = 4, 64, 150
-        args.max_tokens, args.budget, args.backend = 48, 96, "stock"
+        args.requests, args.shared, args.tail, args.step = 4, 32, 28, 20
+        args.max_tokens, args.budget = 8, 48
     result = run(args)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
+    for failure in result["failures"]:
+        print("FAILED:", failure, flush=True)
     print("RESULT", "PASS" if result["pass"] else "FAIL", json.dumps(result), flush=True)
     return 0 if result["pass"] else 1
 
