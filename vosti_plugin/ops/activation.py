@@ -11,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from verifier.contracts import contract, goal, tensor
 from vosti_plugin.triton_mode import interpreting
 
 __all__ = ["BLOCK", "gelu_tanh_and_mul", "silu_and_mul"]
@@ -19,11 +20,16 @@ BLOCK = 1024
 SILU, GELU_TANH = 0, 1
 
 
-# Contract (row invariance, act_and_mul_kernel):
-#   @params  x: [R, 2 * D] (row stride stride_x), y: [R, D]
-#   @grid    (R, cdiv(D, BLOCK))
-#   @verif   x_L[r, :] == x_R[0, :]  =>  y_L[r, :] == y_R[0, :]
-#   Why: y[r, j] = cast(cast(act(x[r, j])) * x[r, D + j]) reads two elements of row r; no reduction.
+# Relational contract (checked by `vosti verify`): equal x rows give equal y rows, whatever the number of
+# rows of either launch.
+# Why: y[r, j] = cast(cast(act(x[r, j])) * x[r, D + j]) reads two elements of row r; no reduction.
+@contract(
+    params={"x_ptr": tensor(("M", "W"), ("stride_x", 1)), "y_ptr": tensor(("M", "D"), ("stride_y", 1))},
+    grid=("M", "cdiv(D, BLOCK)"),
+    verif=[goal("row_invariance", same=("D", "W"),
+                pre=("R.M == 1", "0 <= x < L.M", "W == 2 * D", "L.x_ptr[x, :] == R.x_ptr[0, :]"),
+                post=("L.y_ptr[x, :] == R.y_ptr[0, :]",))],
+)
 @triton.jit
 def act_and_mul_kernel(
     x_ptr, y_ptr,

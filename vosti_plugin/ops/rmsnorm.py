@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from verifier.contracts import contract, goal, scalar, tensor
 from vosti_plugin.triton_mode import interpreting
 
 __all__ = ["RMSNormConfig", "fused_add_rms_norm", "rms_norm", "select_config"]
@@ -37,14 +38,24 @@ def select_config(hidden: int) -> RMSNormConfig:
 NO_WEIGHT, PLAIN_WEIGHT, GEMMA_WEIGHT = 0, 1, 2
 
 
-# Contract (row invariance, rms_norm_kernel):
-#   @params  x: [R, H] (row stride stride_x), w: [H], y: [R, H]; BLOCK = select_config(H).block
-#   @grid    (R,)
-#   @verif   x_L[r, :] == x_R[0, :] (equal w, H, eps, BLOCK)  =>  y_L[r, :] == y_R[0, :]
-#            and, with residual (HAS_RESIDUAL): x_L[r] == x_R[0], res_L[r] == res_R[0]
-#            =>  y_L[r] == y_R[0], res_out_L[r] == res_out_R[0]
-#   Why: program r touches row r only; sum of squares = tl.sum(acc) where acc[j] accumulates the
-#   chunks c0 = 0, BLOCK, ... < H in order; R never enters the arithmetic.
+# Relational contract (checked by `vosti verify`): row x of a launch of any number of rows and the single
+# row of a one-row launch, with equal x (and residual) rows and equal weights, get equal output (and
+# residual output) rows.
+# Why: program r touches row r only; sum of squares = tl.sum(acc) where acc[j] accumulates the chunks
+# c0 = 0, BLOCK, ... < H in order; the row count never enters the arithmetic.
+_ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.x_ptr[x, :] == R.x_ptr[0, :]", "L.res_ptr[x, :] == R.res_ptr[0, :]",
+            "L.w_ptr[:] == R.w_ptr[:]")
+
+
+@contract(
+    params={"x_ptr": tensor(("M", "H"), ("stride_x", 1)), "res_ptr": tensor(("M", "H"), ("stride_res", 1)),
+            "w_ptr": tensor(("H",), (1,)), "y_ptr": tensor(("M", "H"), ("stride_y", 1)),
+            "res_out_ptr": tensor(("M", "H"), ("stride_res_out", 1)), "eps": scalar("float32")},
+    grid=("M",),
+    verif=[goal("row_invariance", same=("H", "eps"), pre=_ROW_PRE, post=("L.y_ptr[x, :] == R.y_ptr[0, :]",)),
+           goal("residual_row_invariance", when="HAS_RESIDUAL", same=("H", "eps"), pre=_ROW_PRE,
+                post=("L.res_out_ptr[x, :] == R.res_out_ptr[0, :]",))],
+)
 @triton.jit
 def rms_norm_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,

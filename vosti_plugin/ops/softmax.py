@@ -11,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from verifier.contracts import contract, goal, tensor
 from vosti_plugin.triton_mode import interpreting
 
 __all__ = ["RowConfig", "log_softmax", "mean_last_dim", "select_config", "softmax"]
@@ -31,13 +32,19 @@ def select_config(n_cols: int) -> RowConfig:
     return RowConfig(block=block, num_warps=num_warps)
 
 
-# Contract (row invariance, softmax_kernel):
-#   @params  x: [R, V] (row stride stride_x), y: [R, V]; BLOCK = select_config(V).block
-#   @grid    (R,)
-#   @verif   x_L[r, :] == x_R[0, :] (equal V, BLOCK, LOG)  =>  y_L[r, :] == y_R[0, :]
-#   Why: program r reads row r only. m = max(running max over chunks c0 = 0, BLOCK, ... in order);
-#   s = tl.sum(acc) with acc[j] += exp(x - m) over the same chunks in order; y = x - m - log(s)
-#   (LOG) or exp(x - m) / s. R never enters the arithmetic.
+# Relational contract (checked by `vosti verify`): equal x rows give equal y rows, whatever the number of
+# rows of either launch.
+# Why: program r reads row r only. m = max(running max over chunks c0 = 0, BLOCK, ... in order);
+# s = tl.sum(acc) with acc[j] += exp(x - m) over the same chunks in order; y = x - m - log(s)
+# (LOG) or exp(x - m) / s. The row count never enters the arithmetic.
+_ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.x_ptr[x, :] == R.x_ptr[0, :]")
+
+
+@contract(
+    params={"x_ptr": tensor(("M", "V"), ("stride_x", 1)), "y_ptr": tensor(("M", "V"), ("stride_y", 1))},
+    grid=("M",),
+    verif=[goal("row_invariance", same=("V",), pre=_ROW_PRE, post=("L.y_ptr[x, :] == R.y_ptr[0, :]",))],
+)
 @triton.jit
 def softmax_kernel(
     x_ptr, y_ptr,
@@ -71,11 +78,13 @@ def softmax_kernel(
         tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=ok)
 
 
-# Contract (row invariance, mean_kernel):
-#   @params  x: [R, V], y: [R]; BLOCK = select_config(V).block
-#   @grid    (R,)
-#   @verif   x_L[r, :] == x_R[0, :] (equal V, BLOCK)  =>  y_L[r] == y_R[0]
-#   Why: y[r] = tl.sum(acc) / V with acc[j] += x[r, c0 + j] over chunks c0 = 0, BLOCK, ... in order.
+# Relational contract: equal x rows give equal means.
+# Why: y[r] = tl.sum(acc) / V with acc[j] += x[r, c0 + j] over chunks c0 = 0, BLOCK, ... in order.
+@contract(
+    params={"x_ptr": tensor(("M", "V"), ("stride_x", 1)), "y_ptr": tensor(("M",), (1,))},
+    grid=("M",),
+    verif=[goal("row_invariance", same=("V",), pre=_ROW_PRE, post=("L.y_ptr[x] == R.y_ptr[0]",))],
+)
 @triton.jit
 def mean_kernel(
     x_ptr, y_ptr,
