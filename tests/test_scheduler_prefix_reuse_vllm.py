@@ -266,6 +266,9 @@ def test_hit_statistics_count_admissions_hits_and_tokens(llm):
 
 
 def test_eviction_and_preemption_keep_logits_equal_to_cold_runs(tight_llm):
+    """The scheduler and KV manager alone (sync and async), with vLLM's fast CPU attention: within
+    BATCH_TOLERANCE. The bitwise version with all of vosti selected (backend, ops, audit) is
+    tests/test_scheduler_memory_pressure_vosti.py."""
     shared = _tokens(12, 64)
     prompts = [shared + _tokens(20 + i, 150 + 10 * i) for i in range(4)]
     colds = [_cold(tight_llm, p, max_tokens=24) for p in prompts]
