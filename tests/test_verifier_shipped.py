@@ -96,3 +96,62 @@ def test_attention_without_the_masked_tile_guard_is_rejected():
     assert report.status == "failed"
     assert report.failure.name in ("masked-noop", "loop-range"), str(report)
     assert start <= report.failure.line < start + len(lines)
+
+
+def test_every_catalog_kernel_carries_its_contract_right_above_its_jit():
+    """Contracts are written next to the kernels: the `@contract(...)` decorator opens the kernel's source."""
+    import inspect
+
+    from verifier.api import catalog_entries
+
+    entries = catalog_entries()
+    assert {e["kernel"].fn.__name__ for e in entries} >= {
+        "mm_kernel", "mm_splitk_partial_kernel", "splitk_combine_kernel", "rms_norm_kernel", "softmax_kernel",
+        "mean_kernel", "act_and_mul_kernel", "_paged_attention_segments_kernel", "_combine_segments_kernel",
+        "_write_kv_kernel"}
+    for e in entries:
+        kernel = e["kernel"]
+        lines, _ = inspect.getsourcelines(kernel.fn)
+        assert lines[0].startswith("@contract("), f"{kernel.fn.__name__}: no @contract above its @triton.jit"
+        assert contract_of(kernel) is not None and contract_of(kernel).verif
+
+
+def test_act_and_mul_reading_another_row_is_rejected():
+    import inspect
+
+    from verifier.check import check_goal
+    from verifier.frontend import kernel_from_source
+    from vosti_plugin.ops import activation
+
+    kernel = activation.act_and_mul_kernel
+    lines, start = inspect.getsourcelines(kernel.fn)
+    source = "".join(lines)
+    mutated = source.replace("b = tl.load(x_ptr + row * stride_x + D + cols",
+                             "b = tl.load(x_ptr + (row + 1) * stride_x + D + cols")
+    assert mutated != source, "the gate load changed; update this mutation"
+    spec = contract_of(kernel)
+    config = {"ACT": activation.SILU, "BLOCK": activation.BLOCK}
+    assert check_goal(kernel_from_source(source, name="act_and_mul_kernel", first_line=start,
+                                         globals_=kernel.fn.__globals__), spec, spec.verif[0], config).status == "proved"
+    report = check_goal(kernel_from_source(mutated, name="act_and_mul_kernel", first_line=start,
+                                           globals_=kernel.fn.__globals__), spec, spec.verif[0], config)
+    assert report.status == "failed" and report.failure.name == "read-equal-region", str(report)
+
+
+def test_cold_catalog_time_is_reported(tmp_path):
+    """`python -m verifier.bench` verifies into an empty cache and prints the cold and cached times (the
+    whole-catalog number is a benchmark, not a timed test: here one small kernel keeps the test short)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out_json = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "verifier.bench", "--kernel", "mean_kernel", "--workers", "1",
+                           "--json", str(out_json)], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cold catalog verification:" in proc.stdout and "groups" in proc.stdout
+    numbers = json.loads(out_json.read_text())
+    assert numbers["statuses"] == {"proved": numbers["results"]} and numbers["results"] >= 5
+    assert numbers["groups"] >= 1 and numbers["cold_seconds"] > 0 and numbers["cached_all"]

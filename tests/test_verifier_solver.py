@@ -1,0 +1,54 @@
+"""The prover's shortcuts never change an answer: reused models only ever answer `sat` (the conservative
+side of both `valid` and `possible`), quantified facts are instantiated by matching but each instance is
+still proved by Z3, and symbolic constexprs range over the catalog's value combinations only."""
+import z3
+from hypothesis import given, settings, strategies as st
+
+from verifier.smt import Prover, matched_instances
+
+X, Y, Z = z3.Ints("x y z")
+_ATOMS = [X < Y, Y < Z, X + Y == Z, X == 2 * Z, Z >= 3, X - Z <= 1, Y % 3 == 1, X >= 0]
+
+
+def _fresh_answer(hyps, formulas) -> z3.CheckSatResult:
+    s = z3.Solver()
+    s.add(*hyps, *formulas)
+    return s.check()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.sampled_from(range(len(_ATOMS))), st.booleans()), min_size=1, max_size=4),
+                min_size=1, max_size=12))
+def test_prover_answers_equal_a_fresh_solver_whatever_the_query_order(queries):
+    hyps = [X >= -5, Y <= 20]
+    p = Prover(hyps)
+    for q in queries:
+        pc = tuple(_ATOMS[i] if pos else z3.Not(_ATOMS[i]) for i, pos in q)
+        assert p.possible(pc) == (_fresh_answer(hyps, pc) != z3.unsat)
+        goal, rest = pc[-1], pc[:-1]
+        assert p.valid(goal, rest) == (_fresh_answer(hyps, list(rest) + [z3.Not(goal)]) == z3.unsat)
+
+
+def test_reused_model_never_proves_a_false_goal():
+    p = Prover([X >= 0, X <= 10])
+    assert p.possible((X == 3,))  # leaves a model with x == 3 behind
+    assert not p.valid(X == 3)  # the cached model satisfies x == 3, but x == 4 refutes validity
+    assert p.valid(X <= 10) and not p.valid(X <= 9)
+
+
+def test_matching_reads_the_instance_off_the_term():
+    j, k, r, n = z3.Ints("j k r n")
+    page = z3.Function("page", z3.IntSort(), z3.IntSort())
+    term = (16 * k + r) % n
+    found = matched_instances((j,), [(j % n, term), (page(j / n), page((16 * k + r) / n))])
+    assert len(found) == 1 and found[0][0].eq(16 * k + r)
+    assert matched_instances((j,), [(j % n, (16 * k + r) / n)]) == []  # different operation: no guess
+
+
+def test_symbolic_constexprs_range_only_over_catalog_combinations():
+    a, b = z3.Ints("A B")
+    domain = [{"A": 1, "B": 32}, {"A": 2, "B": 16}]
+    p = Prover([a * b == 32], domain=domain)
+    # holds for both catalog configs; (A, B) = (2, 32) is not one, so it must not be a counterexample
+    assert p.valid(z3.Implies(b > 16, a == 1))
+    assert not p.valid(a == 1)
