@@ -155,3 +155,27 @@ def test_cold_catalog_time_is_reported(tmp_path):
     numbers = json.loads(out_json.read_text())
     assert numbers["statuses"] == {"proved": numbers["results"]} and numbers["results"] >= 5
     assert numbers["groups"] >= 1 and numbers["cold_seconds"] > 0 and numbers["cached_all"]
+
+
+def test_kv_write_store_without_head_mask_is_rejected_for_some_catalog_block():
+    """BLOCK_H is symbolic (one proof for every catalog value): dropping the head mask of the K store lets
+    lanes past num_kv_heads write outside the token's slot, and the write frame names it."""
+    import inspect
+
+    from verifier.check import check_goal
+    from verifier.frontend import kernel_from_source
+    from vosti_plugin.attention import kv_write
+
+    kernel = kv_write._write_kv_kernel
+    lines, start = inspect.getsourcelines(kernel.fn)
+    source = "".join(lines)
+    mutated = source.replace("key.to(k_cache_ptr.dtype.element_ty), mask=mask)", "key.to(k_cache_ptr.dtype.element_ty))")
+    assert mutated != source, "the K store changed; update this mutation"
+    spec = contract_of(kernel)
+    assert "BLOCK_H" in spec.symbolic
+    domain = [{"HEAD_DIM": d, "PAGE_SIZE": p, "BLOCK_H": h} for d in (64, 128) for p in (16, 32) for h in (1, 8, 32)]
+    frame = next(g for g in spec.verif if g.name == "writes_only_its_slots")
+    ir_kernel = kernel_from_source(mutated, name=kernel.fn.__name__, first_line=start, globals_=kernel.fn.__globals__)
+    report = check_goal(ir_kernel, spec, frame, dict(domain[0]), domain=domain)
+    assert report.status == "failed" and report.failure.name == "write-frame", str(report)
+    assert start <= report.failure.line < start + len(lines)

@@ -41,8 +41,8 @@ _SLOT = "{s}.{cache}[{s}.slot_mapping_ptr[{t}] // PAGE_SIZE, {s}.slot_mapping_pt
              post=tuple(f"forall(t, 0 <= t < L.T, only({_SLOT.format(s='L', t='t', cache=c)}))"
                         for c in ("k_cache_ptr", "v_cache_ptr"))),
     ],
-    symbolic=("HEAD_DIM", "PAGE_SIZE"),
-    assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1"),
+    symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_H"),
+    assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "BLOCK_H >= 1"),
 )
 @triton.jit
 def _write_kv_kernel(
