@@ -130,10 +130,8 @@ class SpecParser:
             env2 = dict(env)
             env2[node.args[0].id] = v
             c2 = z3.And(cond, self.boolean(node.args[1], env2))
-            inner = self.clause_node(node.args[2], env2, bound + [v], c2)
-            if isinstance(inner, (RegionEq, Only)):
-                return inner
-            return _forall([v], self.boolean(node.args[1], env2), inner)
+            # the innermost clause quantifies every bound variable under all the conditions at once
+            return self.clause_node(node.args[2], env2, bound + [v], c2)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "only":
             side, tensor, idx = self.region(node.args[0], env)
             return Only(tensor, side, tuple(bound), cond, idx, self.text)
