@@ -55,6 +55,8 @@ _ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.x_ptr[x, :] == R.x_ptr[0, :]", "L.res
     verif=[goal("row_invariance", same=("H", "eps"), pre=_ROW_PRE, post=("L.y_ptr[x, :] == R.y_ptr[0, :]",)),
            goal("residual_row_invariance", when="HAS_RESIDUAL", same=("H", "eps"), pre=_ROW_PRE,
                 post=("L.res_out_ptr[x, :] == R.res_out_ptr[0, :]",))],
+    symbolic=("BLOCK",),
+    assume=("BLOCK >= 1",),
 )
 @triton.jit
 def rms_norm_kernel(
