@@ -10,8 +10,10 @@ Passes, one module each:
   smt        Z3 plumbing (resource-limited, cached, symbolic constexprs linearized over their catalog values)
   launch     host launch sites: constexprs must not be chosen from the batch
   report     obligations, results, rich table / JSON
-  api        verify_kernel, verify_catalog, proved_configs
-Contracts of the shipped kernels: shipped_ops, shipped_attention, shipped_kv.
+  api        verify_kernel, verify_catalog, catalog_plan, proved_configs
+  bench      `python -m verifier.bench`: cold and cached whole-catalog verification times
+Contracts are written above each shipped kernel (`@contract(...)` over `@triton.jit`, plain data: importing
+them does not import Z3); shipped_ops, shipped_attention and shipped_kv list the configs of each catalog.
 """
 from verifier.contracts import contract, goal, scalar, tensor
 

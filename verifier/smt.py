@@ -5,6 +5,8 @@ depend on how loaded the machine is.
 
 `valid(goal, pc)` is True only when Z3 proves it (unknown counts as not proved); `possible(pc)` is False
 only when Z3 proves the path impossible (unknown counts as possible).  Both are the conservative answer.
+Shortcuts only ever produce `sat`, the conservative side of both: a model of an earlier satisfiable query
+that also satisfies the new one answers it without a solver call.
 """
 from __future__ import annotations
 
