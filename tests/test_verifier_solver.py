@@ -52,3 +52,24 @@ def test_symbolic_constexprs_range_only_over_catalog_combinations():
     # holds for both catalog configs; (A, B) = (2, 32) is not one, so it must not be a counterexample
     assert p.valid(z3.Implies(b > 16, a == 1))
     assert not p.valid(a == 1)
+
+
+def test_contradictory_hypotheses_are_found_even_after_models_were_kept():
+    p = Prover([X >= 0, Y >= X])
+    assert p.possible((Y == 3,)) and not p.contradictory()
+    q = Prover([X >= 0, X < 0])
+    assert q.contradictory()
+
+
+def test_contradictory_precondition_fails_instead_of_proving_vacuously():
+    from dataclasses import replace
+
+    from verifier.api import verify_kernel
+    from verifier.contracts import contract_of
+    from vosti_plugin.ops import softmax
+
+    goal = contract_of(softmax.mean_kernel).verif[0]
+    config = {"BLOCK": 4096}
+    assert verify_kernel(softmax.mean_kernel, goal, config).status == "proved"
+    report = verify_kernel(softmax.mean_kernel, replace(goal, pre=goal.pre + ("x < 0",)), config)
+    assert report.status == "failed" and "contradictory" in report.failure.message, str(report)

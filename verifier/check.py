@@ -122,7 +122,7 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
 
     outputs = OutputGoals(prover, checker, sides["L"], sides["R"], grids, {s: ev[s].stride_var for s in "LR"}, hint,
                           free_pids)
-    if not prover.possible(()):
+    if prover.contradictory():
         return done("failed", [Obligation("contract", kernel.line, "failed",
                                           "the precondition is contradictory (nothing would be proved)")])
     try:

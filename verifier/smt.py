@@ -61,7 +61,7 @@ class Prover:
         self.light = new_solver(max(1, timeout_ms // 10))
         self.light.add(*[h for h in self.hyps if not has_quantifier(h)])
 
-    def _check(self, formulas: list[z3.BoolRef]) -> z3.CheckSatResult:
+    def _check(self, formulas: list[z3.BoolRef], reuse_models: bool = True) -> z3.CheckSatResult:
         self.queries += 1
         if self.domain:
             formulas = [self.linearize(f) for f in formulas]
@@ -72,7 +72,7 @@ class Prover:
                         solver.add(*self.joint)
                 self.joint = []
                 self.models = []
-        if self._model_satisfies(formulas):
+        if reuse_models and self._model_satisfies(formulas):
             return z3.sat
         if not any(has_quantifier(f) for f in formulas):
             self.light.push()
@@ -211,6 +211,11 @@ class Prover:
             ans = False if any(z3.is_false(c) for c in simp) else self._check(list(pc)) != z3.unsat
             hit = self.cache[key] = (ans, pc)
         return hit[0]
+
+    def contradictory(self) -> bool:
+        """Are the hypotheses themselves unsatisfiable?  Here `possible` is the optimistic answer (a vacuous
+        proof would follow), so the solver decides, without reusing models."""
+        return self._check([], reuse_models=False) == z3.unsat
 
     def unsat_with(self, formulas: Iterable[z3.BoolRef]) -> bool:
         return self._check(list(formulas)) == z3.unsat
