@@ -23,7 +23,7 @@ VIOLATIONS = {
     "slot-index-int32": dict(num_gpu_blocks=2**31 // 32 + 1),
     "token-offset-int32": dict(max_num_batched_tokens=2**31 // (4 * 32) + 1),
     "no-speculative-decoding": dict(speculative=True),
-    "no-async-scheduling": dict(async_scheduling=True),
+    "async-scheduler": dict(async_scheduling=True),
     "no-cascade-attention": dict(cascade_attention=True),
     "no-lora": dict(lora=True),
     "no-kv-transfer": dict(kv_transfer=True),
@@ -36,6 +36,12 @@ VIOLATIONS = {
 
 def test_supported_launch_meets_every_obligation():
     assert run_check(GOOD) == []
+
+
+def test_async_scheduling_with_vosti_async_scheduler_meets_every_obligation():
+    facts = dataclasses.replace(GOOD, async_scheduling=True,
+                                scheduler_cls="vosti_plugin.scheduler.VostiAsyncScheduler")
+    assert run_check(facts) == []
 
 
 @pytest.mark.parametrize("name", sorted(VIOLATIONS))

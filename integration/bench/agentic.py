@@ -1,6 +1,6 @@
 """Agentic session replay: concurrent multi-turn sessions that reuse a shared prefix and their own history.
 
-  python -m integration.bench.agentic --mode vosti|default|bi --model llama31-8b --out result.json
+  python -m integration.bench.agentic --mode vosti|vosti-async|default|bi --model llama31-8b --out result.json
 
 Each of --sessions sessions: turn 1 sends a --first-len prompt whose first --shared-len tokens are shared by
 all sessions; every later turn appends --turn-len new tokens to the retained conversation (previous prompt +
@@ -50,8 +50,9 @@ async def _run(a) -> dict:
     kw = dict(model=str(materialize(spec)), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
               max_model_len=a.first_len + a.turns * (a.turn_len + a.out_len) + 64, gpu_memory_utilization=0.85,
               enable_prefix_caching=True, seed=0, max_num_seqs=64)
-    if a.mode == "vosti":
+    if a.mode.startswith("vosti"):
         kw["attention_backend"] = "vosti"
+        kw["async_scheduling"] = a.mode == "vosti-async"
     elif a.backend:
         kw["attention_backend"] = a.backend
     t0 = time.perf_counter()
@@ -74,7 +75,7 @@ async def _run(a) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["vosti", "default", "bi"], required=True)
+    ap.add_argument("--mode", choices=["vosti", "vosti-async", "default", "bi"], required=True)
     ap.add_argument("--backend", default=None)
     ap.add_argument("--model", default="llama31-8b")
     ap.add_argument("--sessions", type=int, default=4)

@@ -1,6 +1,6 @@
 """Throughput of one vLLM mode vs cached context, prefill and decode separately (run one process per mode).
 
-  python -m integration.bench.throughput --mode vosti|default|bi [--backend TRITON_ATTN] \
+  python -m integration.bench.throughput --mode vosti|vosti-async|default|bi [--backend TRITON_ATTN] \
       --model llama31-8b --contexts 0,1024,4096,8192,16384 --batches 1,4,16 --out result.json
 
 Decode tok/s = batch * decode_tokens / (time of prefill + decode - time of prefill alone); prefill tok/s =
@@ -41,7 +41,7 @@ def decode_floor_tok_s(cfg: dict, batch: int, context: int) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["vosti", "default", "bi"], required=True)
+    ap.add_argument("--mode", choices=["vosti", "vosti-async", "default", "bi"], required=True)
     ap.add_argument("--backend", default=None, help="stock attention backend (e.g. FLASH_ATTN, TRITON_ATTN)")
     ap.add_argument("--model", default="llama31-8b")
     ap.add_argument("--contexts", default="0,1024,4096,8192,16384")
@@ -63,8 +63,9 @@ def main(argv=None) -> int:
     kw = dict(model=str(model_dir), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
               max_model_len=a.max_model_len, gpu_memory_utilization=0.85, enable_prefix_caching=False,
               seed=0, max_num_seqs=64, enforce_eager=a.eager)
-    if a.mode == "vosti":
+    if a.mode.startswith("vosti"):
         kw["attention_backend"] = "vosti"
+        kw["async_scheduling"] = a.mode == "vosti-async"
     elif a.backend:
         kw["attention_backend"] = a.backend
     t0 = time.perf_counter()

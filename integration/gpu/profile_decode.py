@@ -29,7 +29,7 @@ def _group(name: str) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["vosti", "default", "bi"], required=True)
+    ap.add_argument("--mode", choices=["vosti", "vosti-async", "default", "bi"], required=True)
     ap.add_argument("--model", default="llama31-8b")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--context", type=int, default=1024)
@@ -48,8 +48,9 @@ def main(argv=None) -> int:
     kw = dict(model=str(materialize(spec)), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
               max_model_len=a.context + 4 * a.steps + 64, gpu_memory_utilization=0.85,
               enable_prefix_caching=False, seed=0, max_num_seqs=64)
-    if a.mode == "vosti":
+    if a.mode.startswith("vosti"):
         kw["attention_backend"] = "vosti"
+        kw["async_scheduling"] = a.mode == "vosti-async"
     if not torch.cuda.is_available():            # logic check on CPU: tiny model, fp32
         kw.update(dtype="float32", block_size=32)
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)

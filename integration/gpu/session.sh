@@ -18,14 +18,14 @@ case "$step" in
     timeout 400 python3 -m integration.bench.throughput --mode vosti --model "$mdl" --contexts 1024 --batches 4 \
       --decode-tokens 32 --out "$out/smoke_vosti.json" 2>&1 | tee "$out/smoke.log" | grep -v "^INFO\|^(EngineCore" | tail -40 ;;
   bench)
-    for m in vosti default bi; do
+    for m in ${BENCH_MODES:-vosti vosti-async default bi}; do
       timeout ${MODE_TIMEOUT:-280} python3 -m integration.bench.throughput --mode $m --model "$mdl" --contexts "$ctx" \
         --batches "$bat" --decode-tokens ${DECODE:-128} --out "$out/tp_${mdl}_$m.json" > "$out/tp_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; grep -E '^\{|startup|Error|error' "$out/tp_${mdl}_$m.log" | tail -8
     done
     python3 -m integration.bench.report --throughput "$out"/tp_${mdl}_*.json --out "$out" ;;
   agentic)
-    for m in vosti default bi; do
+    for m in ${BENCH_MODES:-vosti vosti-async default bi}; do
       timeout ${MODE_TIMEOUT:-250} python3 -m integration.bench.agentic --mode $m --model "$mdl" \
         ${AGENTIC_ARGS:-} --out "$out/ag_${mdl}_$m.json" > "$out/ag_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; tail -3 "$out/ag_${mdl}_$m.log"

@@ -25,10 +25,13 @@ class Mode:
     env: dict = field(default_factory=dict)
     attention_backend: str | None = None
     gpu_only: bool = False
+    engine: dict = field(default_factory=dict)     # extra engine arguments
 
 
 MODES: dict[str, Mode] = {
     "vosti": Mode("vosti", "vLLM + vosti", vosti=True),
+    "vosti-async": Mode("vosti-async", "vLLM + vosti, async scheduling", vosti=True, gpu_only=True,
+                        engine={"async_scheduling": True}),
     "default": Mode("default", "vLLM default"),
     "bi-flash": Mode("bi-flash", "vLLM BI, FLASH_ATTN", env={"VLLM_BATCH_INVARIANT": "1"},
                      attention_backend="FLASH_ATTN", gpu_only=True),
@@ -48,6 +51,8 @@ def get_mode(name: str) -> Mode:
 
 def unavailable_reason(mode: Mode) -> str | None:
     if mode.gpu_only and not has_gpu():
+        if mode.engine.get("async_scheduling"):
+            return "needs a CUDA GPU: vLLM's CPU platform turns async scheduling off"
         return "needs a CUDA GPU: VLLM_BATCH_INVARIANT=1 crashes on vLLM's CPU platform"
     return None
 
@@ -80,6 +85,7 @@ def engine_kwargs(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale, ea
         overrides["attention_backend"] = mode.attention_backend
     if eager:
         overrides["enforce_eager"] = True
+    overrides.update(mode.engine)
     kw = llm_kwargs(model_path, vosti=mode.vosti, **overrides)
     if has_gpu():
         if mode.vosti:

@@ -71,8 +71,8 @@ class Summary:
 
     @property
     def vosti_mismatches(self) -> int:
-        return (sum(r.mismatches for r in self.rows if r.mode == "vosti")
-                + sum(o.compared - o.matches for o in self.online if o.mode == "vosti"))
+        return (sum(r.mismatches for r in self.rows if r.mode.startswith("vosti"))
+                + sum(o.compared - o.matches for o in self.online if o.mode.startswith("vosti")))
 
     def failures(self) -> list[str]:
         out = []
@@ -81,14 +81,14 @@ class Summary:
                 out.append(f"{r.model}/{r.mode}: {r.status}: {(r.reason or '').splitlines()[0] if r.reason else ''}")
             elif r.status == "ok" and not (r.sanity or {}).get("passed"):
                 out.append(f"{r.model}/{r.mode}: logits do not depend on the context (re-draw missed weights?)")
-            elif r.mode == "vosti" and r.mismatches:
-                out.append(f"{r.model}/vosti: {r.mismatches} bitwise mismatch(es)")
-            elif r.mode == "vosti" and r.status == "ok" and not r.compared:
-                out.append(f"{r.model}/vosti: nothing compared")
+            elif r.mode.startswith("vosti") and r.mismatches:
+                out.append(f"{r.model}/{r.mode}: {r.mismatches} bitwise mismatch(es)")
+            elif r.mode.startswith("vosti") and r.status == "ok" and not r.compared:
+                out.append(f"{r.model}/{r.mode}: nothing compared")
         for o in self.online:
             if o.status != "ok":
                 out.append(f"online/{o.mode}: {o.status}: {o.reason}")
-            elif o.mode == "vosti" and o.matches != o.compared:
+            elif o.mode.startswith("vosti") and o.matches != o.compared:
                 out.append(f"online/vosti: {o.compared - o.matches} mismatch(es)")
         return out
 
@@ -96,10 +96,10 @@ class Summary:
     def ok(self) -> bool:
         """vosti ran, compared something and matched everywhere; no mode failed outright; every mode
         that ran saw logits that depend on the context (else a match proves nothing)."""
-        vosti = [r for r in self.rows if r.mode == "vosti"]
+        vosti = [r for r in self.rows if r.mode.startswith("vosti")]
         return (all(r.status in ("ok", "unavailable") for r in self.rows)
                 and all((r.sanity or {}).get("passed") for r in self.rows if r.status == "ok")
-                and all(r.compared > 0 for r in vosti)
+                and all(r.compared > 0 for r in vosti if r.status != "unavailable")
                 and self.vosti_mismatches == 0
                 and all(o.status == "ok" for o in self.online))
 

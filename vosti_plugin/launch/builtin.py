@@ -103,6 +103,24 @@ def _scheduler(f: LaunchFacts):
     return None
 
 
+def _async_scheduler(f: LaunchFacts):
+    """Under async scheduling a step is scheduled before the previous step's tokens exist; only vosti's
+    async scheduler holds back the pages those placeholder tokens fill until the tokens are known."""
+    if not f.async_scheduling:
+        return None
+    from vllm.utils.import_utils import resolve_obj_by_qualname
+
+    from vosti_plugin.scheduler import VostiAsyncScheduler
+
+    try:
+        cls = resolve_obj_by_qualname(f.scheduler_cls) if f.scheduler_cls else None
+    except Exception:
+        return None                      # reported by vosti-scheduler
+    if not (isinstance(cls, type) and issubclass(cls, VostiAsyncScheduler)):
+        return f"async scheduling with {f.scheduler_cls or 'the default scheduler'}, not VostiAsyncScheduler"
+    return None
+
+
 def _kv_cache_dtype(f: LaunchFacts):
     return None if f.kv_cache_dtype == "auto" else f"KV cache dtype {f.kv_cache_dtype} (quantized KV) is not covered"
 
@@ -133,8 +151,9 @@ BUILTIN_OBLIGATIONS = (
                "lower --max-num-batched-tokens", _token_offsets_fit_int32),
     Obligation("no-speculative-decoding", "speculative decoding is off",
                "remove --speculative-config", _refuse("speculative", "speculative decoding")),
-    Obligation("no-async-scheduling", "async scheduling is off",
-               "remove --async-scheduling", _refuse("async_scheduling", "async scheduling")),
+    Obligation("async-scheduler", "async scheduling, when on, runs vosti's async scheduler",
+               "drop --scheduler-cls or pass a subclass of vosti_plugin.scheduler.VostiAsyncScheduler",
+               _async_scheduler),
     Obligation("no-cascade-attention", "cascade attention is off",
                "vosti turns it off; do not force it on", _refuse("cascade_attention", "cascade attention")),
     Obligation("no-lora", "LoRA is off", "remove --enable-lora", _refuse("lora", "LoRA")),
