@@ -215,7 +215,13 @@ def catalog_plan(kernel: str | None = None) -> tuple[list[Group], list[Result]]:
         if kernel is not None and kernel not in name and kernel != entry["family"]:
             continue
         spec = contract_of(kern)
-        src = f"{inspect.getsourcefile(kern.fn)}:{inspect.getsourcelines(kern.fn)[1]}"
+        line = inspect.getsourcelines(kern.fn)[1]
+        src = f"{inspect.getsourcefile(kern.fn)}:{line}"
+        if spec is None:
+            rejected += [Result(name, cfg, "*", "failed", "contract", line,
+                                "no @contract(...) above the kernel's @triton.jit", 0.0, False, src)
+                         for cfg, _fam in entry["configs"]]
+            continue
         try:
             k = kernel_from_function(kern)
         except Unsupported as u:
