@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One step of the H200 session (vLLM 0.26.0 already staged into /tmp/site by ../shared/gpu/README.md).
-# Usage: bash integration/gpu/session.sh STEP   with STEP in: smoke bench agentic harness kernels
+# Usage: bash integration/gpu/session.sh STEP   with STEP in: smoke bench agentic harness profile kernels
+# harness: MODES (default vosti,default,bi-flash), PER_GPU (modes sharing the GPU at once), HARNESS_ARGS
 # Writes JSON/logs under $OUT (or ./gpu-out). Each mode runs in its own process.
 set -uo pipefail
 step=${1:?step}
@@ -33,7 +34,13 @@ case "$step" in
     python3 -m integration.bench.report --agentic "$out"/ag_${mdl}_*.json --out "$out" ;;
   harness)
     timeout ${HARNESS_TIMEOUT:-560} python3 -m integration.harness.cli --scale gpu --models "$mdl" \
-      --modes ${MODES:-vosti,default,bi-flash} ${HARNESS_ARGS:-} --out "$out/harness" 2>&1 | tail -40 ;;
+      --modes ${MODES:-vosti,default,bi-flash} --per-gpu ${PER_GPU:-1} ${HARNESS_ARGS:-} --out "$out/harness" 2>&1 | tail -40 ;;
+  profile)
+    for m in ${PROFILE_MODES:-vosti vosti-async}; do
+      timeout ${MODE_TIMEOUT:-200} python3 integration/gpu/profile_decode.py --mode $m --model "$mdl" --batch "${bat%%,*}" \
+        --context ${PROFILE_CONTEXT:-1024} --out "$out/prof_${mdl}_$m.json" > "$out/prof_${mdl}_$m.log" 2>&1
+      echo "== $m rc=$?"; grep -E '^\{|SUMMARY|Error' "$out/prof_${mdl}_$m.log" | head -12
+    done ;;
   kernels)
     timeout 280 python3 integration/gpu/attention_check.py --budget-s 200 --out "$out/attention.json" 2>&1 | tail -25
     timeout 280 python3 integration/gpu/dense_bench.py --budget-s 220 --out "$out/dense.json" 2>&1 | tail -45 ;;
