@@ -16,8 +16,8 @@ from typing import Iterable
 import z3
 
 
-RLIMIT_PER_MS = 2000
-MODELS_KEPT = 8  # Z3 resource units per millisecond of an unloaded core (measured, roughly)
+RLIMIT_PER_MS = 2000  # Z3 resource units per millisecond of an unloaded core (measured, roughly)
+MODELS_KEPT = 8  # models of the latest satisfiable queries tried on each new query before a solver call
 
 
 def new_solver(budget_ms: int, fast_arith: bool = False) -> z3.Solver:
