@@ -59,3 +59,16 @@ def test_gpu_scale_has_the_paper_sizes_and_cpu_scale_every_class():
     assert GPU.planned == {"batch": 288, "chunk": 90, "prefill_decode": 384, "prefix": 14}
     assert all(n > 0 for n in CPU.planned.values())
     assert max(CPU.batch_lengths + CPU.chunk_lengths + CPU.pd_lengths + CPU.prefix_lengths) <= 300
+
+
+def test_chunk_neighbour_leaves_every_planned_prompt_split_across_steps():
+    from integration.harness.classes import neighbour_length
+
+    for scale in (CPU, GPU):
+        for n in scale.chunk_lengths:
+            for budget in scale.chunk_budgets:
+                neighbour = neighbour_length(n, budget)
+                first_chunk = budget - neighbour
+                assert 1 <= neighbour < budget
+                assert 1 <= first_chunk < n, (n, budget, first_chunk)
+                assert first_chunk <= budget - budget // 2 - 3

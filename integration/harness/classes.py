@@ -78,9 +78,18 @@ def batch_composition(r: Runner, progress: Progress) -> list[dict]:
     return pairs
 
 
+def neighbour_length(target_len: int, budget: int) -> int:
+    """Prompt length of the neighbour scheduled ahead of the target in the first step. It leaves the
+    target a first chunk of budget - budget//2 - 3 tokens (off the budget grid), or half the prompt when
+    the prompt is shorter than that, so a prompt shorter than the budget is chunked too."""
+    first_chunk = max(1, min(target_len // 2, budget - budget // 2 - 3))
+    return budget - first_chunk
+
+
 def chunked_prefill(r: Runner, progress: Progress) -> list[dict]:
-    """Unchunked prefill alone vs prefill at each token budget behind a neighbour that takes the first
-    b//2 + 3 tokens of the first step, so the target's chunk grid is shifted off the budget grid."""
+    """Unchunked prefill alone vs prefill at each token budget behind a neighbour that fills the first
+    step's budget but for the target's first chunk (`neighbour_length`), so every prompt is split and
+    its chunk grid is shifted off the budget grid."""
     s = r.scale
     params = r.params(s.chunk_decode_tokens)
     total = len(s.chunk_lengths) * len(s.chunk_budgets)
@@ -90,7 +99,7 @@ def chunked_prefill(r: Runner, progress: Progress) -> list[dict]:
         out = r.generate([target], params)[0]
         whole, ref_chunks = sampled_view(out, r.k), r.recorder.chunks(out.request_id)
         for budget in s.chunk_budgets:
-            neighbour = r.prompt("chunk-neighbour", budget // 2 + 3)
+            neighbour = r.prompt("chunk-neighbour", neighbour_length(n, budget))
             with token_budget(r.llm, budget):
                 outs = r.generate([neighbour, target], params)
             chunks = r.recorder.chunks(outs[1].request_id)
