@@ -3,6 +3,7 @@
     verify_kernel(kernel, contract, config)   one kernel x one config x its goal(s) -> ObligationReport
     verify_catalog(kernel=None, cache_dir=None, progress=None) -> list[Result]
         every shipped kernel x every config of its catalog x its goals, cached by source hash + config
+    catalog_plan(kernel=None) -> (groups, rejected rows): the proof work verify_catalog does
     results_table(results) / results_json(results)
     proved_configs() -> [(family, config items)] of the catalog configs whose every goal is proved
 
