@@ -60,3 +60,14 @@ def test_third_party_rule_can_veto():
 
     failures = run_check(GOOD, plugin_manager(extra_plugins=[NoLongContext()]))
     assert [f.obligation for f in failures] == ["site-max-len"]
+
+
+def test_launch_without_cached_proofs_verifies_the_catalog_once(tmp_path, monkeypatch):
+    from verifier.api import cached_results
+
+    from vosti_plugin.launch.verified import unverified_configs
+
+    monkeypatch.setenv("VOSTI_CACHE_DIR", str(tmp_path))
+    assert cached_results() is None
+    assert unverified_configs(GOOD) == []
+    assert cached_results() is not None, "the launch-time verification was not cached"

@@ -36,9 +36,15 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
 
 def unverified_configs(f: LaunchFacts) -> list[str]:
     """Kernel configs this launch uses that the verifier did not prove (empty when all are proved)."""
-    from verifier.api import proved_configs
+    from verifier.api import cached_results, proved_configs
 
-    proved = proved_configs()
+    if cached_results() is None:
+        import logging
+
+        logging.getLogger("vosti").warning(
+            "vosti: no proofs cached for these kernel sources; verifying the kernel catalog once "
+            "(about 20 s on 2 cores; `vosti verify` does it ahead of time)")
+    proved = proved_configs(run=True)
     missing = []
     for kernel, cfg in kernel_configs_for(f).items():
         family = kernel.split("/")[0]
