@@ -56,6 +56,7 @@ MAX_KV_COPIES = 32
 SHARED_MEMORY_BYTES = 227 * 1024  # per block on sm_90
 MAX_ACC_REGS_PER_THREAD = 256
 PATHS = ("split", "fused")
+MAX_COMPILE_WORKERS = 14
 COMPILE_WAIT_S = 90.0  # a compile task lost with its worker must not hold up the whole run
 
 
@@ -557,12 +558,14 @@ def summarize(plan: Plan, data: dict, shipped: dict[str, AttentionLaunchConfig])
         baseline = {}
         for case in plan.cases:
             here = [r for r in rows if r["case"] == case.label]
-            ship_rows = {r["path"]: r for r in here if r["config"] == ship}
+            ship_rows = {r["path"]: r for r in data["measurements"]
+                         if r["geometry"] == geometry.name and r["case"] == case.label and r["config"] == ship}
             if not here:
                 continue
             best = min(here, key=lambda r: r["ms"])
-            if ship_rows:
-                baseline[case.label] = min(r["ms"] for r in ship_rows.values())
+            ship_times = [r["ms"] for r in ship_rows.values() if "ms" in r]
+            if ship_times:
+                baseline[case.label] = min(ship_times)
             summary["best_per_case"].append({
                 "geometry": geometry.name, "case": case.label, "best": best,
                 "shipped": ship_rows, "sdpa": data["sdpa"].get(f"{geometry.name}/{case.label}"),
@@ -614,6 +617,9 @@ def print_summary(plan: Plan, data: dict, emit) -> None:
                                         f"{c['reference_max_abs_err']:.2e} ({c['tolerance']}, "
                                         f"{c['out_of_tolerance']} out)")
             emit(f"  [{state}] check {name} {c['config']}: {detail}")
+    if "copy_ceiling_1GiB" in data:
+        emit(f"device copy 1 GiB: {data['copy_ceiling_1GiB']['GBps_read_plus_write']} GB/s read + write "
+             f"(HBM percentages above are of {HBM_BYTES_PER_S / 1e12} TB/s)")
     if data["errors"]:
         emit(f"errors: {', '.join(list(data['errors'])[:8])}")
     emit(f"candidates timed: {data['progress']}; wall {data.get('wall_s')} s; JSON: {data['out']}")
@@ -733,7 +739,7 @@ def main(argv=None) -> int:
 
     pool = None
     workers = args.compile_workers if args.compile_workers is not None else \
-        0 if plan.smoke else max(1, (os.cpu_count() or 4) - 2)
+        0 if plan.smoke else max(1, min(MAX_COMPILE_WORKERS, len(os.sched_getaffinity(0)) - 2))
     compiled = None
     if workers > 0:
         import multiprocessing
@@ -796,11 +802,14 @@ def _run(plan: Plan, data: dict, reporter: Reporter, order, shipped, compiled, d
             emit(f"time budget reached: {done}/{len(order)} candidates timed")
             break
         label = config_label(config)
+        compile_errors = {}
         if compiled is not None:
             try:
                 for path in PATHS:
                     wait = min(remaining, COMPILE_WAIT_S)
-                    data["compile"][f"{geometry.name}/{label}/{path}"] = compiled.next(timeout=wait)
+                    result = data["compile"][f"{geometry.name}/{label}/{path}"] = compiled.next(timeout=wait)
+                    if "error" in result:  # the same launch would fail here: do not compile it again
+                        compile_errors[path] = "compile worker: " + result["error"]
             except Exception as exc:  # noqa: BLE001 - multiprocessing.TimeoutError or a dead pool
                 emit(f"stopped waiting for compile workers ({exc!r}); compiling in this process from here")
                 compiled = None
@@ -809,6 +818,10 @@ def _run(plan: Plan, data: dict, reporter: Reporter, order, shipped, compiled, d
         for path in PATHS:
             for case in plan.cases:
                 key = (geometry.name, case.label)
+                if path in compile_errors:
+                    results.append({"geometry": geometry.name, "case": case.label, "config": label, "path": path,
+                                    "error": compile_errors[path]})
+                    continue
                 try:
                     if key not in inputs_cache:
                         inputs_cache[key] = build_case_inputs(geometry, case, plan.deployment, plan.dtype, device,
@@ -818,7 +831,10 @@ def _run(plan: Plan, data: dict, reporter: Reporter, order, shipped, compiled, d
                     record = {"geometry": geometry.name, "case": case.label, "config": label, "path": path,
                               "error": repr(exc)[:500]}
                     if device == "cuda":
-                        torch.cuda.synchronize()
+                        try:
+                            torch.cuda.synchronize()
+                        except Exception:  # noqa: BLE001 - a sticky CUDA error: later records say so too
+                            pass
                 results.append(record)
         data["measurements"].extend(results)
         done += 1
@@ -836,7 +852,9 @@ def _run(plan: Plan, data: dict, reporter: Reporter, order, shipped, compiled, d
     for geometry in plan.geometries:
         picks = [shipped[geometry.name]]
         labels = [s["config"] for s in summary["best_single_config"].get(geometry.name, [])[:1]]
-        labels += [row["best"]["config"] for row in summary["best_per_case"] if row["geometry"] == geometry.name]
+        rows = [row for row in summary["best_per_case"] if row["geometry"] == geometry.name]
+        rows.sort(key=lambda row: row["case"] not in headline)  # headline cases first, stable otherwise
+        labels += [row["best"]["config"] for row in rows]
         by_label = {config_label(c): c for g, c in order if g is geometry}
         for lab in labels:
             if by_label[lab] not in picks and len(picks) < 1 + args.check_top:
