@@ -17,8 +17,10 @@ What it does, within --budget-s (JSON is rewritten after every candidate, so a c
      copies (like successive layers) that L2 cannot hold them, inside one CUDA graph;
      decode: batch 1/4/16 x context 1K/8K/16K -> GB/s of K+V read and % of 4.3 TB/s;
      prefill: 2K/8K tokens -> TFLOP/s, plus torch SDPA on dense K/V of the same shape for reference;
-  4. checks the best candidates: bitwise equality of rows computed alone vs inside a mixed 4-sequence
-     batch, split vs fused path, and an fp64 reference (vosti_plugin.attention.reference) within tolerance;
+  4. checks the shipped config and the best candidates: bitwise equality of rows computed alone vs inside a
+     mixed 4-sequence batch, split vs fused path, and an fp64 reference (vosti_plugin.attention.reference)
+     within tolerance; then, informational, whether configs that differ from shipped only in block_m /
+     num_warps / num_stages (same block_n and segment) give the shipped config's bits;
   5. prints the best candidate per case next to the shipped config (both paths), and the best single
      config per geometry (geomean time over all cases, relative to the shipped config's better path).
 
@@ -170,8 +172,8 @@ def smoke_plan(max_candidates: int) -> Plan:
         dtype=torch.float32,
         cases=(Case("decode", 1, 20), Case("decode", 3, 40), Case("prefill", 1, 24)),
         deployment=Deployment(max_num_tokens=64, max_model_len=48),
-        axes=Axes(block_m=(8, 16, 32), block_n=(8, 16, 32), segment=(16, 32, 512), num_warps=(4,),
-                  num_stages=(1, 2)),
+        # shipped (m32 n32 s512), a block_m variant on its reduction grid, a two-segment variant
+        axes=Axes(block_m=(8, 32), block_n=(16, 32), segment=(32, 512), num_warps=(4,), num_stages=(1, 2)),
         max_candidates=max_candidates,
         check=CheckSizes(targets=((37, 1), (30, 9)), neighbours=((45, 1), (6, 6)), reference_rows=6, padding_rows=2),
         smoke=True,
@@ -483,55 +485,89 @@ def compile_task(task: tuple) -> dict:
 # checks: batch invariance (bitwise), split == fused (bitwise), fp64 reference (tolerance)
 
 
-def check_candidate(plan: Plan, geometry: Geometry, config: AttentionLaunchConfig, device: str) -> dict:
-    from vosti_plugin.attention import reference as ref
+class Checker:
+    """Fixed requests per geometry; a config's rows alone vs in a mixed 4-sequence batch, split vs fused
+    (bitwise), against the fp64 reference (tolerance), and its batch rows vs another config's (bitwise)."""
 
-    sizes = plan.check
-    rng = [ref.random_request(kv, q, geometry.q_heads, geometry.kv_heads, geometry.head_dim, seed=100 + i,
-                              dtype=plan.dtype, device=device)
-           for i, (kv, q) in enumerate(sizes.targets + sizes.neighbours)]
-    targets, neighbours = rng[: len(sizes.targets)], rng[len(sizes.targets):]
-    batch_requests = neighbours[:1] + targets + neighbours[1:]
-    width = table_width(geometry, plan.deployment)
-    num_tokens = sum(r.q_len for r in batch_requests) + sizes.padding_rows
-    paths = [p for p in PATHS if p == "fused" or split_workspace_bytes(geometry, plan.deployment, config, num_tokens)
-             <= plan.deployment.split_limit_bytes]
+    def __init__(self, plan: Plan, geometry: Geometry, device: str) -> None:
+        from vosti_plugin.attention import reference
 
-    def run(requests, path, seed, padding_rows=0):
+        self.ref = reference
+        self.plan, self.geometry, self.device = plan, geometry, device
+        sizes = plan.check
+        requests = [reference.random_request(kv, q, geometry.q_heads, geometry.kv_heads, geometry.head_dim,
+                                             seed=100 + i, dtype=plan.dtype, device=device)
+                    for i, (kv, q) in enumerate(sizes.targets + sizes.neighbours)]
+        self.targets, neighbours = requests[: len(sizes.targets)], requests[len(sizes.targets):]
+        self.batch = neighbours[:1] + self.targets + neighbours[1:]
+        self.mixed: dict[str, dict[str, list[torch.Tensor]]] = {}  # config label -> path -> target rows
+
+    def paths(self, config: AttentionLaunchConfig) -> list[str]:
+        num_tokens = sum(r.q_len for r in self.batch) + self.plan.check.padding_rows
+        fits = split_workspace_bytes(self.geometry, self.plan.deployment, config, num_tokens) <= \
+            self.plan.deployment.split_limit_bytes
+        return [p for p in PATHS if p == "fused" or fits]
+
+    def run(self, config: AttentionLaunchConfig, requests, path: str, seed: int, padding_rows: int = 0):
+        # a max_model_len-wide table and max_seqlen_k: the launch arguments of the timed cases
+        geometry, width = self.geometry, table_width(self.geometry, self.plan.deployment)
         pages = max(-(-r.kv_len // geometry.page_size) for r in requests)
-        batch = ref.build_paged_batch(requests, page_size=geometry.page_size, seed=seed, padding_rows=padding_rows,
-                                      spare_table_columns=width - pages)
-        return ref.run_paged_batch(batch, config, scale=geometry.head_dim ** -0.5, sliding_window=geometry.window,
-                                   max_seqlen_k=plan.deployment.max_model_len, path=path)
+        batch = self.ref.build_paged_batch(requests, page_size=geometry.page_size, seed=seed,
+                                           padding_rows=padding_rows, spare_table_columns=width - pages)
+        return self.ref.run_paged_batch(batch, config, scale=geometry.head_dim ** -0.5,
+                                        sliding_window=geometry.window,
+                                        max_seqlen_k=self.plan.deployment.max_model_len, path=path)
 
-    mixed = {p: run(batch_requests, p, seed=7, padding_rows=sizes.padding_rows) for p in paths}
-    pairs, mismatched = 0, []
-    for index, target in enumerate(targets):
-        in_batch = {p: mixed[p][1 + index] for p in paths}
-        alone = {p: run([target], p, seed=3 + index)[0] for p in paths}
-        for a_path, b_path in itertools.product(paths, paths):
-            pairs += 1
-            if not ref.bitwise_equal(alone[a_path], in_batch[b_path]):
-                mismatched.append(f"target{index} alone/{a_path} vs batch/{b_path}")
-    tol = 2e-5 if plan.dtype == torch.float32 else 2e-2
-    worst, out_of_tol = 0.0, 0
-    for index, target in enumerate(targets):
-        got = mixed[paths[0]][1 + index]
-        rows = torch.arange(target.q_len)
-        if target.q_len > sizes.reference_rows:
-            pick = torch.randperm(target.q_len, generator=torch.Generator().manual_seed(index))[: sizes.reference_rows]
-            rows = torch.cat([pick, torch.tensor([0, target.q_len - 1])]).unique()
-        expected = ref.reference_attention(target.queries[rows.to(device)], target.keys, target.values,
-                                           target.positions()[rows], scale=geometry.head_dim ** -0.5,
-                                           sliding_window=geometry.window)
-        err = (got[rows.to(device)].double() - expected).abs()
-        worst = max(worst, float(err.max()))
-        out_of_tol += int((err > tol + tol * expected.abs()).sum())
-    return {
-        "config": config_label(config), "paths": paths, "bitwise_pairs": pairs, "bitwise_mismatches": mismatched,
-        "reference_max_abs_err": worst, "tolerance": f"atol=rtol={tol} vs fp64", "out_of_tolerance": out_of_tol,
-        "pass": not mismatched and out_of_tol == 0,
-    }
+    def mixed_rows(self, config: AttentionLaunchConfig) -> dict[str, list[torch.Tensor]]:
+        label = config_label(config)
+        if label not in self.mixed:
+            self.mixed[label] = {}
+            for path in self.paths(config):
+                rows = self.run(config, self.batch, path, seed=7, padding_rows=self.plan.check.padding_rows)
+                self.mixed[label][path] = rows[1 : 1 + len(self.targets)]
+        return self.mixed[label]
+
+    def check(self, config: AttentionLaunchConfig) -> dict:
+        ref, plan, geometry, device = self.ref, self.plan, self.geometry, self.device
+        mixed = self.mixed_rows(config)
+        paths = list(mixed)
+        pairs, mismatched = 0, []
+        for index, target in enumerate(self.targets):
+            alone = {p: self.run(config, [target], p, seed=3 + index)[0] for p in paths}
+            for a_path, b_path in itertools.product(paths, paths):
+                pairs += 1
+                if not ref.bitwise_equal(alone[a_path], mixed[b_path][index]):
+                    mismatched.append(f"target{index} alone/{a_path} vs batch/{b_path}")
+        tol = 2e-5 if plan.dtype == torch.float32 else 2e-2
+        worst, out_of_tol = 0.0, 0
+        for index, target in enumerate(self.targets):
+            got = mixed[paths[0]][index]
+            rows = torch.arange(target.q_len)
+            if target.q_len > plan.check.reference_rows:
+                gen = torch.Generator().manual_seed(index)
+                pick = torch.randperm(target.q_len, generator=gen)[: plan.check.reference_rows]
+                rows = torch.cat([pick, torch.tensor([0, target.q_len - 1])]).unique()
+            expected = ref.reference_attention(target.queries[rows.to(device)], target.keys, target.values,
+                                               target.positions()[rows], scale=geometry.head_dim ** -0.5,
+                                               sliding_window=geometry.window)
+            err = (got[rows.to(device)].double() - expected).abs()
+            worst = max(worst, float(err.max()))
+            out_of_tol += int((err > tol + tol * expected.abs()).sum())
+        return {
+            "config": config_label(config), "paths": paths, "bitwise_pairs": pairs,
+            "bitwise_mismatches": mismatched, "reference_max_abs_err": worst,
+            "tolerance": f"atol=rtol={tol} vs fp64", "out_of_tolerance": out_of_tol,
+            "pass": not mismatched and out_of_tol == 0,
+        }
+
+    def same_bits(self, a: AttentionLaunchConfig, b: AttentionLaunchConfig) -> dict:
+        """Informational: do two configs give the same bits for the same rows? Expected only when they share
+        block_n and segment (the reduction grid); tells whether e.g. a larger block_m could serve prefill."""
+        rows_a, rows_b = self.mixed_rows(a), self.mixed_rows(b)
+        common = [p for p in rows_a if p in rows_b]
+        equal = all(self.ref.bitwise_equal(x, y) for p in common for x, y in zip(rows_a[p], rows_b[p]))
+        return {"a": config_label(a), "b": config_label(b), "paths": common, "bitwise_equal": equal,
+                "same_reduction_grid": (a.block_n, a.segment) == (b.block_n, b.segment)}
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -617,6 +653,11 @@ def print_summary(plan: Plan, data: dict, emit) -> None:
                                         f"{c['reference_max_abs_err']:.2e} ({c['tolerance']}, "
                                         f"{c['out_of_tolerance']} out)")
             emit(f"  [{state}] check {name} {c['config']}: {detail}")
+    for name, pairs in data.get("cross_config", {}).items():
+        for c in pairs:
+            verdict = c.get("error") or ("same bits" if c["bitwise_equal"] else "different bits")
+            grid = "same block_n+segment" if c.get("same_reduction_grid") else "other block_n/segment"
+            emit(f"  cross-config {name} {c['a']} vs {c['b']} ({grid}): {verdict}")
     if "copy_ceiling_1GiB" in data:
         emit(f"device copy 1 GiB: {data['copy_ceiling_1GiB']['GBps_read_plus_write']} GB/s read + write "
              f"(HBM percentages above are of {HBM_BYTES_PER_S / 1e12} TB/s)")
@@ -683,7 +724,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--geometries", default=None, help="comma-separated subset of geometry names")
     parser.add_argument("--page-size", type=int, default=64)
     parser.add_argument("--max-num-tokens", type=int, default=8192, help="deployment size for choose_path")
-    parser.add_argument("--check-top", type=int, default=3, help="configs checked per geometry besides shipped")
+    parser.add_argument("--check-top", type=int, default=None,
+                        help="configs checked per geometry besides shipped (default 3; smoke: all)")
     return parser.parse_args(argv)
 
 
@@ -702,7 +744,8 @@ def main(argv=None) -> int:
     reporter = Reporter(args.out)
     emit = reporter.emit
     data: dict = {"out": args.out, "args": vars(args), "env": {}, "plan": {}, "shipped": {}, "deployed_path": {},
-                  "candidates": {}, "compile": {}, "measurements": [], "sdpa": {}, "checks": {}, "errors": {},
+                  "candidates": {}, "compile": {}, "measurements": [], "sdpa": {}, "checks": {}, "cross_config": {},
+                  "errors": {},
                   "progress": "0"}
     if not plan.smoke and not torch.cuda.is_available():
         emit("FAIL: no CUDA device (use --cpu-smoke for a logic check)")
@@ -849,23 +892,27 @@ def _run(plan: Plan, data: dict, reporter: Reporter, order, shipped, compiled, d
 
     summary = summarize(plan, data, shipped)
     exit_code = 0
+    check_top = args.check_top if args.check_top is not None else plan.max_candidates if plan.smoke else 3
     for geometry in plan.geometries:
         picks = [shipped[geometry.name]]
         labels = [s["config"] for s in summary["best_single_config"].get(geometry.name, [])[:1]]
         rows = [row for row in summary["best_per_case"] if row["geometry"] == geometry.name]
         rows.sort(key=lambda row: row["case"] not in headline)  # headline cases first, stable otherwise
         labels += [row["best"]["config"] for row in rows]
+        if plan.smoke:  # the logic check covers every candidate
+            labels += [config_label(c) for g, c in order if g is geometry]
         by_label = {config_label(c): c for g, c in order if g is geometry}
         for lab in labels:
-            if by_label[lab] not in picks and len(picks) < 1 + args.check_top:
+            if by_label[lab] not in picks and len(picks) < 1 + check_top:
                 picks.append(by_label[lab])
         checks = data["checks"].setdefault(geometry.name, [])
+        checker = Checker(plan, geometry, device)
         for config in picks:
             if time.time() > deadline:
                 checks.append({"config": config_label(config), "pass": False, "error": "skipped: time budget"})
                 continue
             try:
-                result = check_candidate(plan, geometry, config, device)
+                result = checker.check(config)
             except Exception as exc:  # noqa: BLE001
                 result = {"config": config_label(config), "pass": False,
                           "error": "".join(traceback.format_exception(exc))[-1500:]}
@@ -873,6 +920,20 @@ def _run(plan: Plan, data: dict, reporter: Reporter, order, shipped, compiled, d
             if not result["pass"] and not str(result.get("error", "")).startswith("skipped"):
                 exit_code = 1
             emit(f"check {geometry.name} {config_label(config)}: {'PASS' if result['pass'] else 'FAIL'}")
+            reporter.write(data)
+        # Informational: configs that differ from shipped only in block_m / num_warps / num_stages (same
+        # reduction grid), and the checked ones, against shipped: same bits?
+        ship = shipped[geometry.name]
+        partners = [c for g, c in order if g is geometry and c != ship and (c.block_n, c.segment) ==
+                    (ship.block_n, ship.segment)] + picks[1:]
+        cross = data["cross_config"].setdefault(geometry.name, [])
+        for config in dict.fromkeys(partners):
+            if time.time() > deadline:
+                break
+            try:
+                cross.append(checker.same_bits(ship, config))
+            except Exception as exc:  # noqa: BLE001
+                cross.append({"a": config_label(ship), "b": config_label(config), "error": repr(exc)[:300]})
             reporter.write(data)
     return exit_code
 
