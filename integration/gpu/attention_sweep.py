@@ -924,8 +924,9 @@ def _run(plan: Plan, data: dict, reporter: Reporter, order, shipped, compiled, d
         # Informational: configs that differ from shipped only in block_m / num_warps / num_stages (same
         # reduction grid), and the checked ones, against shipped: same bits?
         ship = shipped[geometry.name]
-        partners = [c for g, c in order if g is geometry and c != ship and (c.block_n, c.segment) ==
-                    (ship.block_n, ship.segment)] + picks[1:]
+        timed = {m["config"] for m in data["measurements"] if m["geometry"] == geometry.name and "ms" in m}
+        partners = [c for g, c in order if g is geometry and c != ship and config_label(c) in timed and
+                    (c.block_n, c.segment) == (ship.block_n, ship.segment)] + picks[1:]
         cross = data["cross_config"].setdefault(geometry.name, [])
         for config in dict.fromkeys(partners):
             if time.time() > deadline:
