@@ -18,11 +18,11 @@ ensure_interpreter_without_gpu()
 from vosti_plugin.attention.config import select_config  # noqa: E402
 from vosti_plugin.attention.kv_write import write_kv  # noqa: E402
 from vosti_plugin.attention.paged_attention import (  # noqa: E402
-    choose_path,
     num_kv_segments,
     paged_attention,
     split_workspace_numel,
 )
+from vosti_plugin.attention.sub_launch import run_in_launches  # noqa: E402
 
 (
     _AttentionBackend,
@@ -35,15 +35,16 @@ from vosti_plugin.attention.paged_attention import (  # noqa: E402
 BACKEND_NAME = "VOSTI"
 PAGE_SIZE_MULTIPLE = 16
 
-# Split-KV workspace budget per device: the split path (parallel over KV segments, fast decode) is used
-# when the largest step of this deployment fits; otherwise every step takes the fused path. On CPU the
-# Triton interpreter pays per program, and the fused path runs the fewest (no combine kernel): a vosti
-# engine under memory pressure ran 58 s instead of 88 s. Both paths give the same bits (tests).
+# Split-KV workspace budget per device. The split path (parallel over KV segments, fast decode) is used
+# when the largest CUDA-graph step fits in one launch; a larger (eager) step runs as several launches of
+# at most `capacity` tokens (vosti_plugin.attention.sub_launch, inside the kernel contract). Otherwise
+# every step takes the fused path. On CPU the Triton interpreter pays per program and the fused path runs
+# the fewest (no combine kernel): a vosti engine under memory pressure ran 58 s instead of 88 s.
 SPLIT_WORKSPACE_BYTES = {"cuda": 2 << 30, "cpu": 0}
 _WORKSPACES: dict = {}
 
 # Incremented on every forward of the vosti impl; tests read it to prove our code ran, not stock's.
-FORWARD_CALLS = {"attention": 0, "kv_write": 0}
+FORWARD_CALLS = {"attention": 0, "kv_write": 0, "attention_in_launches": 0}
 
 
 @dataclass
@@ -58,6 +59,8 @@ class VostiAttentionMetadata:
     # A static upper bound on any sequence length (max_model_len), so the launch grid does not
     # depend on the batch and the kernel needs no host sync (CUDA graphs).
     max_model_len: int
+    # Host copy of query_start_loc: plans a step too large for one split launch (eager steps only).
+    query_start_loc_cpu: torch.Tensor | None = None
 
 
 class VostiAttentionMetadataBuilder(_AttentionMetadataBuilder[VostiAttentionMetadata]):
@@ -83,6 +86,7 @@ class VostiAttentionMetadataBuilder(_AttentionMetadataBuilder[VostiAttentionMeta
             block_table=m.block_table_tensor,
             slot_mapping=m.slot_mapping,
             max_model_len=self.max_model_len,
+            query_start_loc_cpu=getattr(m, "query_start_loc_cpu", None),
         )
 
 
@@ -192,20 +196,32 @@ class VostiAttentionImpl(_AttentionImpl):
         check_in_engine_process(vllm_config, where="worker")
         self.max_num_tokens = vllm_config.scheduler_config.max_num_batched_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
+        # The largest step a CUDA graph may replay must be a single launch (its plan is fixed at capture).
+        cc = vllm_config.compilation_config
+        mode = getattr(cc, "cudagraph_mode", None)
+        graphs = mode is not None and getattr(mode, "name", str(mode)) != "NONE" \
+            and not vllm_config.model_config.enforce_eager
+        capture = getattr(cc, "max_cudagraph_capture_size", None) or 0
+        self.max_graph_tokens = (min(self.max_num_tokens, max(capture, vllm_config.scheduler_config.max_num_seqs))
+                                 if graphs else 1)
+        self._capacity = 0
 
     def _launch_config(self, kv_cache: torch.Tensor, dtype: torch.dtype):
         if self._config is None:
             page_size = kv_cache.shape[2]
             self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
             limit = SPLIT_WORKSPACE_BYTES.get(kv_cache.device.type, SPLIT_WORKSPACE_BYTES["cpu"])
-            self._path = choose_path(self.max_num_tokens, self.num_heads, self.head_size, page_size,
-                                     self._config.segment, self.max_model_len, limit)
+            pages = -(-self.max_model_len // page_size)
+            segments = -(-(pages * page_size) // self._config.segment)
+            per_token = 4 * split_workspace_numel(1, self.num_heads, self.head_size, segments)
+            self._capacity = min(self.max_num_tokens, limit // per_token)
+            self._path = "split" if self._capacity >= max(1, self.max_graph_tokens) else "fused"
         return self._config
 
     def _workspace(self, block_table: torch.Tensor, page_size: int, device: torch.device):
         """One persistent fp32 workspace per device, sized for the largest step (CUDA-graph safe)."""
         segments = num_kv_segments(block_table, page_size, self._config.segment, self.max_model_len)
-        numel = split_workspace_numel(self.max_num_tokens, self.num_heads, self.head_size, segments)
+        numel = split_workspace_numel(self._capacity, self.num_heads, self.head_size, segments)
         ws = _WORKSPACES.get(device)
         if ws is None or ws.numel() < numel:
             ws = torch.empty(numel, dtype=torch.float32, device=device)
@@ -244,21 +260,19 @@ class VostiAttentionImpl(_AttentionImpl):
         workspace = None
         if self._path == "split":
             workspace = self._workspace(attn_metadata.block_table, kv_cache.shape[2], query.device)
-        paged_attention(
-            q,
-            k_cache,
-            v_cache,
-            attn_metadata.block_table,
-            attn_metadata.seq_lens,
-            attn_metadata.query_start_loc,
-            out,
-            scale=self.scale,
-            config=config,
-            sliding_window=self.sliding_window,
-            soft_cap=self.logits_soft_cap,
-            max_seqlen_k=attn_metadata.max_model_len,
-            workspace=workspace,
-            path=self._path,
-        )
+
+        def launch(q, out, block_table, seq_lens, query_start_loc):
+            paged_attention(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, scale=self.scale,
+                            config=config, sliding_window=self.sliding_window, soft_cap=self.logits_soft_cap,
+                            max_seqlen_k=attn_metadata.max_model_len, workspace=workspace, path=self._path)
+
+        if self._path == "split" and n > self._capacity:
+            if attn_metadata.query_start_loc_cpu is None:
+                raise RuntimeError("vosti: a step larger than the split workspace needs query_start_loc_cpu")
+            run_in_launches(launch, q, out, attn_metadata.block_table, attn_metadata.seq_lens,
+                            attn_metadata.query_start_loc_cpu.tolist(), self._capacity)
+            FORWARD_CALLS["attention_in_launches"] += 1
+        else:
+            launch(q, out, attn_metadata.block_table, attn_metadata.seq_lens, attn_metadata.query_start_loc)
         FORWARD_CALLS["attention"] += 1
         return output

@@ -1,0 +1,57 @@
+"""A step cut into launches of at most C tokens (split-path workspace bound) gives the same bits per row
+as one launch of the whole step."""
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from vosti_plugin.attention.config import AttentionLaunchConfig
+from vosti_plugin.attention.paged_attention import paged_attention
+from vosti_plugin.attention.reference import bitwise_equal, build_paged_batch, random_request, run_paged_batch
+from vosti_plugin.attention.sub_launch import plan, run_in_launches
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+CONFIG = AttentionLaunchConfig(block_q=2, block_m=4, block_n=4, segment=8, num_warps=4, num_stages=1)
+
+
+@given(q_lens=st.lists(st.integers(0, 40), min_size=1, max_size=8), capacity=st.integers(1, 50))
+def test_plan_covers_every_token_once_in_order_within_capacity(q_lens, capacity):
+    starts = [0]
+    for n in q_lens:
+        starts.append(starts[-1] + n)
+    launches = plan(starts, capacity)
+    covered = [(p.seq, row) for pieces in launches for p in pieces for row in range(p.begin, p.end)]
+    assert covered == [(s, row) for s, n in enumerate(q_lens) for row in range(n)]
+    for pieces in launches:
+        assert 1 <= sum(p.end - p.begin for p in pieces) <= capacity
+        assert all(p.trim == q_lens[p.seq] - p.end for p in pieces)
+    assert all(sum(p.end - p.begin for p in pieces) == capacity for pieces in launches[:-1])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shapes=st.lists(st.integers(1, 30).flatmap(lambda kv: st.tuples(st.just(kv), st.integers(1, kv))),
+                    min_size=1, max_size=3),
+    capacity=st.integers(1, 12),
+    window=st.one_of(st.none(), st.integers(1, 12)),
+    seed=st.integers(0, 10_000),
+)
+def test_step_in_launches_of_at_most_c_tokens_equals_one_launch(shapes, capacity, window, seed):
+    requests = [random_request(kv, q, 4, 2, 16, seed=seed + i, device=DEVICE) for i, (kv, q) in enumerate(shapes)]
+    batch = build_paged_batch(requests, page_size=8, seed=seed, padding_rows=1)
+    whole = run_paged_batch(batch, CONFIG, scale=0.4, sliding_window=window, path="split")
+
+    out = batch.empty_out()
+
+    def launch(q, o, block_table, seq_lens, query_start_loc):
+        paged_attention(q, batch.k_cache, batch.v_cache, block_table, seq_lens, query_start_loc, o, scale=0.4,
+                        config=CONFIG, sliding_window=window, max_seqlen_k=batch.max_seqlen_k, path="split")
+
+    run_in_launches(launch, batch.q, out, batch.block_table, batch.seq_lens, batch.query_start_loc.tolist(),
+                    capacity)
+    for rows, expected in zip(batch.row_slices, whole):
+        assert bitwise_equal(out[rows], expected)
+    assert torch.count_nonzero(out[batch.row_slices[-1].stop:]) == 0, "padding rows must be zero"

@@ -1,0 +1,65 @@
+"""Inside real vLLM (CPU): with a split workspace too small for a step, vosti runs the step as several
+launches, and a request's raw logits are still bitwise the same alone and batched, and match an
+independent reference forward."""
+import gc
+
+import pytest
+import torch
+
+from vosti_plugin.attention import backend as vosti_backend
+
+pytestmark = pytest.mark.vllm
+
+LIMIT_BYTES = 20_000
+PROMPTS = ([(i * 37 + 11) % 500 + 3 for i in range(61)], [(i * 53 + 5) % 500 + 3 for i in range(45)])
+
+
+@pytest.fixture(scope="module")
+def small_workspace_llm(tiny_model_path):
+    from vosti_plugin.engine_presets import build_llm
+
+    saved = vosti_backend.SPLIT_WORKSPACE_BYTES["cpu"]
+    vosti_backend.SPLIT_WORKSPACE_BYTES["cpu"] = LIMIT_BYTES
+    try:
+        llm = build_llm(tiny_model_path, skip_tokenizer_init=True, max_num_batched_tokens=128, max_model_len=256,
+                        enforce_eager=True, max_logprobs=-1)
+        yield llm
+    finally:
+        vosti_backend.SPLIT_WORKSPACE_BYTES["cpu"] = saved
+    del llm
+    gc.collect()
+
+
+def _impl_state(llm):
+    def collect(model):
+        return sorted({(m.impl._path, m.impl._capacity) for m in model.modules() if hasattr(m, "impl")})
+
+    return set(sum(llm.apply_model(collect), []))
+
+
+def _raw_logits(llm, prompts):
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=3, temperature=0.0, logprobs=-1, ignore_eos=True)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    return [[tuple(sorted((t, float(lp.logprob).hex()) for t, lp in step.items())) for step in o.outputs[0].logprobs]
+            for o in outs]
+
+
+def test_step_split_into_launches_keeps_logits_bitwise_and_correct(small_workspace_llm, tiny_model_path):
+    before = vosti_backend.FORWARD_CALLS["attention_in_launches"]
+    alone = [_raw_logits(small_workspace_llm, [p])[0] for p in PROMPTS]
+    ((path, capacity),) = _impl_state(small_workspace_llm)
+    assert path == "split" and 1 <= capacity < len(PROMPTS[1]), (path, capacity)
+    assert vosti_backend.FORWARD_CALLS["attention_in_launches"] > before, "no step ran as several launches"
+    together = _raw_logits(small_workspace_llm, list(PROMPTS))
+    assert together == alone
+
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(tiny_model_path, torch_dtype=torch.float32).eval()
+    with torch.no_grad():
+        reference = model(torch.tensor([PROMPTS[0]])).logits[0, -1].double()
+    first_step = dict((t, float.fromhex(h)) for t, h in alone[0][0])
+    ours = torch.tensor([first_step[t] for t in range(reference.shape[0])], dtype=torch.float64)
+    assert torch.allclose(ours, reference, atol=2e-4, rtol=0)

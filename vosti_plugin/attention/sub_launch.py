@@ -1,0 +1,68 @@
+"""Run one step's attention as several launches of at most C query tokens each (split path).
+
+The split path's workspace grows with tokens x segments; a step larger than the workspace is cut into
+contiguous token ranges, each launched alone. This stays inside the kernel contract, which is what makes
+it safe: a row's output depends only on its query, its position and the K/V of its prefix, not on which
+other rows share the launch (batch invariance), and a range that cuts a sequence's query in the middle is
+a chunked prefill of that sequence: launching query rows [a, b) of a sequence with KV length L and query
+length n as a sequence of KV length L - (n - b) puts row a + i at position L - n + a + i, as in the
+whole launch. Plans come from the host copy of query_start_loc only (no device synchronisation).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+
+@dataclass(frozen=True)
+class Piece:
+    seq: int          # sequence index in the step
+    begin: int        # first query row of the sequence in this launch (relative to the sequence)
+    end: int          # one past the last
+    trim: int         # query rows of the sequence after `end`: its KV length shrinks by this much
+
+
+def plan(query_start_loc: Sequence[int], capacity: int) -> list[list[Piece]]:
+    """Consecutive launches covering every query token in order, each with at most `capacity` tokens."""
+    if capacity < 1:
+        raise ValueError(f"capacity must be >= 1 token, got {capacity}")
+    launches: list[list[Piece]] = []
+    current: list[Piece] = []
+    room = capacity
+    for s in range(len(query_start_loc) - 1):
+        q_len = int(query_start_loc[s + 1]) - int(query_start_loc[s])
+        begin = 0
+        while begin < q_len:
+            end = min(q_len, begin + room)
+            current.append(Piece(s, begin, end, q_len - end))
+            room -= end - begin
+            begin = end
+            if room == 0:
+                launches.append(current)
+                current, room = [], capacity
+    if current:
+        launches.append(current)
+    return launches
+
+
+def run_in_launches(launch, q: torch.Tensor, out: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+                    query_start_loc_cpu: Sequence[int], capacity: int) -> None:
+    """Call `launch(q, out, block_table, seq_lens, query_start_loc)` once per planned launch, on views of
+    `q`/`out` and per-launch metadata; rows past the last query token (padding) are zeroed."""
+    starts = [int(x) for x in query_start_loc_cpu]
+    device = seq_lens.device
+    for pieces in plan(starts, capacity):
+        first, last = pieces[0], pieces[-1]
+        t0 = starts[first.seq] + first.begin
+        t1 = starts[last.seq] + last.end
+        seqs = slice(first.seq, last.seq + 1)
+        trims = torch.tensor([p.trim for p in pieces], dtype=seq_lens.dtype, device=device)
+        qsl = [0]
+        for p in pieces:
+            qsl.append(qsl[-1] + p.end - p.begin)
+        launch(q[t0:t1], out[t0:t1], block_table[seqs], seq_lens[seqs] - trims,
+               torch.tensor(qsl, dtype=torch.int32, device=device))
+    if out.shape[0] > starts[-1]:
+        out[starts[-1]:].zero_()
