@@ -55,3 +55,18 @@ def test_step_in_launches_of_at_most_c_tokens_equals_one_launch(shapes, capacity
     for rows, expected in zip(batch.row_slices, whole):
         assert bitwise_equal(out[rows], expected)
     assert torch.count_nonzero(out[batch.row_slices[-1].stop:]) == 0, "padding rows must be zero"
+
+
+def test_deployment_path_keeps_split_for_long_context_and_big_budget():
+    from vosti_plugin.attention.sub_launch import deployment_path
+
+    llama = dict(page_size=64, segment=512, num_q_heads=32, head_dim=128)
+    path, capacity = deployment_path(max_num_tokens=8192, max_graph_tokens=512, max_model_len=33024,
+                                     limit_bytes=2 << 30, **llama)
+    assert path == "split" and 512 <= capacity < 8192   # big prefill steps run in several launches
+    assert deployment_path(max_num_tokens=2048, max_graph_tokens=512, max_model_len=20000, limit_bytes=2 << 30,
+                           **llama) == ("split", 2048)
+    assert deployment_path(max_num_tokens=8192, max_graph_tokens=512, max_model_len=131072, limit_bytes=1 << 30,
+                           **llama) == ("fused", 0)           # a graph step would not fit one launch
+    assert deployment_path(max_num_tokens=64, max_graph_tokens=1, max_model_len=256, limit_bytes=0,
+                           page_size=32, segment=512, num_q_heads=4, head_dim=32) == ("fused", 0)

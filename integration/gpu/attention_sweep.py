@@ -281,11 +281,15 @@ def split_workspace_bytes(geometry: Geometry, deployment: Deployment, config: At
 
 
 def deployed_path(geometry: Geometry, deployment: Deployment, config: AttentionLaunchConfig) -> str:
-    """The path the backend would pick for this deployment (choose_path with the CUDA workspace limit)."""
-    from vosti_plugin.attention.paged_attention import choose_path
+    """The path the backend would pick for this deployment (CUDA workspace limit, graphs up to 512 tokens)."""
+    from vosti_plugin.attention.sub_launch import deployment_path
 
-    return choose_path(deployment.max_num_tokens, geometry.q_heads, geometry.head_dim, geometry.page_size,
-                       config.segment, deployment.max_model_len, deployment.split_limit_bytes)
+    path, _ = deployment_path(max_num_tokens=deployment.max_num_tokens,
+                              max_graph_tokens=min(512, deployment.max_num_tokens),
+                              max_model_len=deployment.max_model_len, page_size=geometry.page_size,
+                              segment=config.segment, num_q_heads=geometry.q_heads, head_dim=geometry.head_dim,
+                              limit_bytes=deployment.split_limit_bytes)
+    return path
 
 
 @dataclass

@@ -22,7 +22,7 @@ from vosti_plugin.attention.paged_attention import (  # noqa: E402
     paged_attention,
     split_workspace_numel,
 )
-from vosti_plugin.attention.sub_launch import run_in_launches  # noqa: E402
+from vosti_plugin.attention.sub_launch import deployment_path, run_in_launches  # noqa: E402
 
 (
     _AttentionBackend,
@@ -210,12 +210,11 @@ class VostiAttentionImpl(_AttentionImpl):
         if self._config is None:
             page_size = kv_cache.shape[2]
             self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
-            limit = SPLIT_WORKSPACE_BYTES.get(kv_cache.device.type, SPLIT_WORKSPACE_BYTES["cpu"])
-            pages = -(-self.max_model_len // page_size)
-            segments = -(-(pages * page_size) // self._config.segment)
-            per_token = 4 * split_workspace_numel(1, self.num_heads, self.head_size, segments)
-            self._capacity = min(self.max_num_tokens, limit // per_token)
-            self._path = "split" if self._capacity >= max(1, self.max_graph_tokens) else "fused"
+            self._path, self._capacity = deployment_path(
+                max_num_tokens=self.max_num_tokens, max_graph_tokens=self.max_graph_tokens,
+                max_model_len=self.max_model_len, page_size=page_size, segment=self._config.segment,
+                num_q_heads=self.num_heads, head_dim=self.head_size,
+                limit_bytes=SPLIT_WORKSPACE_BYTES.get(kv_cache.device.type, SPLIT_WORKSPACE_BYTES["cpu"]))
         return self._config
 
     def _workspace(self, block_table: torch.Tensor, page_size: int, device: torch.device):

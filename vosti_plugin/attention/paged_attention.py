@@ -15,7 +15,7 @@ Two launch paths produce the same bits for every row:
          (no workspace: large prefills).
 Both paths use the same segment code and the same fold expression, and both are compiled without
 floating-point contraction (`enable_fp_fusion=False`), so no FMA is formed in one path and not the other.
-The path is a deployment choice made once from static sizes (choose_path); never from a batch.
+The path is a deployment choice made once from static sizes (sub_launch.deployment_path); never from a batch.
 
 No host<->device synchronisation happens here: grids come from tensor shapes (CUDA-graph safe).
 """
@@ -33,8 +33,6 @@ from vosti_plugin.attention.config import AttentionLaunchConfig
 
 # Sequences scanned per step when a program looks up which sequence it belongs to.
 _SEQ_SCAN_CHUNK = 128
-# The split path allocates at most this much workspace by itself; above it the fused path runs.
-SPLIT_WORKSPACE_LIMIT_BYTES = 256 * 1024 * 1024
 
 LaunchPath = Literal["split", "fused"]
 
@@ -374,16 +372,6 @@ def num_kv_segments(block_table: torch.Tensor, page_size: int, segment: int, max
     return max(1, triton.cdiv(max_kv, segment))
 
 
-def choose_path(max_num_tokens: int, num_q_heads: int, head_dim: int, page_size: int, segment: int,
-                max_seqlen_k: int, limit_bytes: int = SPLIT_WORKSPACE_LIMIT_BYTES) -> LaunchPath:
-    """The launch path for a whole deployment, from static sizes only: split when the workspace for the
-    largest step fits in limit_bytes, fused otherwise."""
-    pages = -(-max_seqlen_k // page_size)
-    segments = -(-(pages * page_size) // segment)
-    needed = split_workspace_numel(max_num_tokens, num_q_heads, head_dim, segments)
-    return "split" if needed * 4 <= limit_bytes else "fused"
-
-
 def split_workspace_numel(num_tokens: int, num_q_heads: int, head_dim: int, num_segments: int) -> int:
     """fp32 elements the split path needs: m and l per (row, segment) plus acc per (row, segment, dim)."""
     return num_tokens * num_q_heads * num_segments * (head_dim + 2)
@@ -451,7 +439,7 @@ def paged_attention(
     become c * tanh(score / c) (after `scale`). max_seqlen_k: optional host upper bound on seq_lens, only
     used to size the segment grid. workspace: optional flat fp32 tensor of at least
     `split_workspace_numel(...)` elements for the split path. path: "split" or "fused", chosen once per
-    deployment by `choose_path` (both give the same bits; the verifier proves each path separately).
+    deployment by `sub_launch.deployment_path` (both give the same bits; the verifier proves each path separately).
     """
     _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config)
     num_tokens, num_q_heads, head_dim = q.shape

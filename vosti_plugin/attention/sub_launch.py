@@ -11,9 +11,26 @@ whole launch. Plans come from the host copy of query_start_loc only (no device s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 import torch
+
+from vosti_plugin.attention.paged_attention import split_workspace_numel
+
+
+def deployment_path(*, max_num_tokens: int, max_graph_tokens: int, max_model_len: int, page_size: int,
+                    segment: int, num_q_heads: int, head_dim: int,
+                    limit_bytes: int) -> tuple[Literal["split", "fused"], int]:
+    """(path, tokens per split launch) for a whole deployment, from static sizes only. Split when a
+    CUDA-graph step (max_graph_tokens; 1 without graphs) fits one launch of the workspace limit; larger
+    steps then run in launches of `capacity` tokens. Fused (capacity 0) otherwise."""
+    pages = -(-max_model_len // page_size)
+    segments = -(-(pages * page_size) // segment)
+    per_token = 4 * split_workspace_numel(1, num_q_heads, head_dim, segments)
+    capacity = min(max_num_tokens, limit_bytes // per_token)
+    if capacity >= max(1, max_graph_tokens):
+        return "split", capacity
+    return "fused", 0
 
 
 @dataclass(frozen=True)
