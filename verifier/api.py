@@ -189,7 +189,7 @@ def verify_catalog(*, kernel: str | None = None, cache_dir: Path | None = None,
         return results
     results = _verify_catalog(kernel, cache_dir, progress, workers)
     if summary is not None:
-        summary.write_text(json.dumps([r.to_dict() for r in results], default=str))
+        _write_atomic(summary, json.dumps([r.to_dict() for r in results], default=str))
     return results
 
 
@@ -267,7 +267,7 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
         else:
             outs = [_run_group(groups[i].task) for i in todo]
         for i, out in zip(todo, outs):
-            (cache_dir / f"{groups[i].cache_key}.json").write_text(json.dumps(out))
+            _write_atomic(cache_dir / f"{groups[i].cache_key}.json", json.dumps(out))
             summaries[i] = (out, False)
     results += _launch_results(kernel, progress)
     for i, grp in enumerate(groups):
@@ -305,6 +305,13 @@ def _launch_results(kernel: str | None, progress) -> list[Result]:
         if progress:
             progress(r)
     return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Engine processes starting together may verify at once: a reader sees a whole file or none."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def cached_results(cache_dir: Path | None = None) -> list[Result] | None:
