@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
+
+from integration.bench.modes import MODES, engine_kwargs, prepare_environment
 
 
 async def _session(engine, sid: int, shared: list[int], a, rng: random.Random, SamplingParams) -> dict:
@@ -50,11 +51,7 @@ async def _run(a) -> dict:
     kw = dict(model=str(materialize(spec)), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
               max_model_len=a.first_len + a.turns * (a.turn_len + a.out_len) + 64, gpu_memory_utilization=0.85,
               enable_prefix_caching=True, seed=0, max_num_seqs=64)
-    if a.mode.startswith("vosti"):
-        kw["attention_backend"] = "vosti"
-        kw["async_scheduling"] = a.mode == "vosti-async"
-    elif a.backend:
-        kw["attention_backend"] = a.backend
+    kw.update(engine_kwargs(a.mode, a.backend))
     t0 = time.perf_counter()
     engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw))
     startup = time.perf_counter() - t0
@@ -75,7 +72,7 @@ async def _run(a) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["vosti", "vosti-async", "default", "bi"], required=True)
+    ap.add_argument("--mode", choices=MODES, required=True)
     ap.add_argument("--backend", default=None)
     ap.add_argument("--model", default="llama31-8b")
     ap.add_argument("--sessions", type=int, default=4)
@@ -87,8 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--think-s", type=float, default=0.5)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    if a.mode == "bi":
-        os.environ["VLLM_BATCH_INVARIANT"] = "1"
+    prepare_environment(a.mode)
     res = asyncio.run(_run(a))
     Path(a.out).write_text(json.dumps(res, indent=1))
     print(json.dumps({k: v for k, v in res.items() if k != "sessions"}), flush=True)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
+
+from integration.bench.modes import MODES, engine_kwargs, prepare_environment
 
 HBM_BYTES_PER_S = 4.3e12
 
@@ -41,7 +42,7 @@ def decode_floor_tok_s(cfg: dict, batch: int, context: int) -> float:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["vosti", "vosti-async", "default", "bi"], required=True)
+    ap.add_argument("--mode", choices=MODES, required=True)
     ap.add_argument("--backend", default=None, help="stock attention backend (e.g. FLASH_ATTN, TRITON_ATTN)")
     ap.add_argument("--model", default="llama31-8b")
     ap.add_argument("--contexts", default="0,1024,4096,8192,16384")
@@ -51,9 +52,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    if a.mode == "bi":
-        os.environ["VLLM_BATCH_INVARIANT"] = "1"
-    os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes
+    prepare_environment(a.mode)
     from integration.harness.models import get, materialize
 
     spec = get(a.model)
@@ -63,11 +62,7 @@ def main(argv=None) -> int:
     kw = dict(model=str(model_dir), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
               max_model_len=a.max_model_len, gpu_memory_utilization=0.85, enable_prefix_caching=False,
               seed=0, max_num_seqs=64, enforce_eager=a.eager)
-    if a.mode.startswith("vosti"):
-        kw["attention_backend"] = "vosti"
-        kw["async_scheduling"] = a.mode == "vosti-async"
-    elif a.backend:
-        kw["attention_backend"] = a.backend
+    kw.update(engine_kwargs(a.mode, a.backend))
     t0 = time.perf_counter()
     llm = LLM(**kw)
     res = {"mode": a.mode, "backend": a.backend, "model": a.model, "startup_s": time.perf_counter() - t0,

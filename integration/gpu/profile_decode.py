@@ -17,6 +17,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from integration.bench.modes import MODES, engine_kwargs, prepare_environment
+
 
 def _group(name: str) -> str:
     for key in ("mm_splitk_partial", "mm_splitk_reduce", "mm_kernel", "paged_attention", "attention_segment",
@@ -29,7 +31,7 @@ def _group(name: str) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mode", choices=["vosti", "vosti-async", "default", "bi"], required=True)
+    ap.add_argument("--mode", choices=MODES, required=True)
     ap.add_argument("--model", default="llama31-8b")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--context", type=int, default=1024)
@@ -37,8 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-    if a.mode == "bi":
-        os.environ["VLLM_BATCH_INVARIANT"] = "1"
+    prepare_environment(a.mode)
     import torch
     from vllm import LLM, SamplingParams
 
@@ -48,9 +49,7 @@ def main(argv=None) -> int:
     kw = dict(model=str(materialize(spec)), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
               max_model_len=a.context + 4 * a.steps + 64, gpu_memory_utilization=0.85,
               enable_prefix_caching=False, seed=0, max_num_seqs=64)
-    if a.mode.startswith("vosti"):
-        kw["attention_backend"] = "vosti"
-        kw["async_scheduling"] = a.mode == "vosti-async"
+    kw.update(engine_kwargs(a.mode))
     if not torch.cuda.is_available():            # logic check on CPU: tiny model, fp32
         kw.update(dtype="float32", block_size=32)
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
