@@ -48,6 +48,10 @@ class Geometry:
     window: int | None = None
     soft_cap: float | None = None
 
+    @property
+    def queries_per_kv(self) -> int:
+        return self.q_heads // self.kv_heads
+
 
 @dataclass(frozen=True)
 class Sizes:

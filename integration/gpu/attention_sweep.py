@@ -49,6 +49,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
 
 import torch  # noqa: E402
 
+from integration.gpu.attention_check import Geometry  # noqa: E402
 from vosti_plugin.attention.config import AttentionLaunchConfig, select_config  # noqa: E402
 
 HBM_BYTES_PER_S = 4.3e12
@@ -60,20 +61,6 @@ MAX_ACC_REGS_PER_THREAD = 256
 PATHS = ("split", "fused")
 MAX_COMPILE_WORKERS = 14
 COMPILE_WAIT_S = 90.0  # a compile task lost with its worker must not hold up the whole run
-
-
-@dataclass(frozen=True)
-class Geometry:
-    name: str
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    page_size: int
-    window: int | None = None
-
-    @property
-    def queries_per_kv(self) -> int:
-        return self.q_heads // self.kv_heads
 
 
 @dataclass(frozen=True)
