@@ -23,7 +23,7 @@ VIOLATIONS = {
     "slot-index-int32": dict(num_gpu_blocks=2**31 // 32 + 1),
     "token-offset-int32": dict(max_num_batched_tokens=2**31 // (4 * 32) + 1),
     "no-speculative-decoding": dict(speculative=True),
-    "async-scheduler": dict(async_scheduling=True),
+    "async-scheduler": dict(async_scheduling=True, scheduler_cls="vllm.v1.core.sched.scheduler.Scheduler"),
     "no-cascade-attention": dict(cascade_attention=True),
     "no-lora": dict(lora=True),
     "no-kv-transfer": dict(kv_transfer=True),
@@ -38,9 +38,10 @@ def test_supported_launch_meets_every_obligation():
     assert run_check(GOOD) == []
 
 
-def test_async_scheduling_with_vosti_async_scheduler_meets_every_obligation():
-    facts = dataclasses.replace(GOOD, async_scheduling=True,
-                                scheduler_cls="vosti_plugin.scheduler.VostiAsyncScheduler")
+@pytest.mark.parametrize("scheduler_cls", ["vosti_plugin.scheduler.VostiScheduler",
+                                           "vosti_plugin.scheduler.VostiAsyncScheduler"])
+def test_async_scheduling_with_vosti_scheduler_meets_every_obligation(scheduler_cls):
+    facts = dataclasses.replace(GOOD, async_scheduling=True, scheduler_cls=scheduler_cls)
     assert run_check(facts) == []
 
 

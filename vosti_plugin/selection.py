@@ -16,8 +16,7 @@ logger = logging.getLogger("vosti")
 
 NAME = "vosti"
 BACKEND_PATH = "vosti_plugin.attention.backend.VostiAttentionBackend"
-SCHEDULER_PATH = "vosti_plugin.scheduler.VostiScheduler"
-ASYNC_SCHEDULER_PATH = "vosti_plugin.scheduler.VostiAsyncScheduler"
+SCHEDULER_PATH = "vosti_plugin.scheduler.VostiScheduler"   # becomes VostiAsyncScheduler when async is on
 # Set in the process that builds the engine config; spawned engine-core and worker processes inherit
 # it, so their plugin load knows vosti was chosen before any config reaches them.
 ACTIVE_ENV = "VOSTI_ACTIVE"
@@ -66,12 +65,11 @@ def prepare_engine_args(engine_args) -> None:
     if getattr(engine_args, "max_num_batched_tokens", None) is None:
         # Keeps the split-KV workspace of the largest step small enough for the fast (split) decode path.
         engine_args.max_num_batched_tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS
-    # Async scheduling only when asked for (--async-scheduling): a step's batch then depends on timing,
-    # which vosti's kernels are invariant to; its scheduler publishes a page once its tokens are known.
-    async_scheduling = bool(getattr(engine_args, "async_scheduling", None))
-    engine_args.async_scheduling = async_scheduling
+    # async_scheduling stays as given (vLLM turns it on by default where it can): a step's batch then depends
+    # on timing, which vosti's kernels are invariant to, and VostiScheduler becomes VostiAsyncScheduler,
+    # which publishes a page only once its tokens are known.
     if getattr(engine_args, "scheduler_cls", None) in (None, ""):
-        engine_args.scheduler_cls = ASYNC_SCHEDULER_PATH if async_scheduling else SCHEDULER_PATH
+        engine_args.scheduler_cls = SCHEDULER_PATH
     if hasattr(engine_args, "disable_cascade_attn"):
         engine_args.disable_cascade_attn = True
 

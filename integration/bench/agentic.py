@@ -1,6 +1,6 @@
 """Agentic session replay: concurrent multi-turn sessions that reuse a shared prefix and their own history.
 
-  python -m integration.bench.agentic --mode vosti|vosti-async|default|bi --model llama31-8b --out result.json
+  python -m integration.bench.agentic --mode vosti|vosti-sync|vosti-async|default|bi --model llama31-8b --out result.json
 
 Each of --sessions sessions: turn 1 sends a --first-len prompt whose first --shared-len tokens are shared by
 all sessions; every later turn appends --turn-len new tokens to the retained conversation (previous prompt +

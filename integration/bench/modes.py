@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import os
 
-MODES = ("vosti", "vosti-async", "default", "bi")
+# vosti: vosti's defaults (async scheduling as vLLM decides: on where supported); vosti-sync / vosti-async pin it.
+MODES = ("vosti", "vosti-sync", "vosti-async", "default", "bi")
+_ASYNC = {"vosti-sync": False, "vosti-async": True}
 
 
 def prepare_environment(mode: str) -> None:
@@ -16,5 +18,6 @@ def prepare_environment(mode: str) -> None:
 def engine_kwargs(mode: str, backend: str | None = None) -> dict:
     """Engine arguments of a mode on top of the benchmark's own (model, lengths, memory)."""
     if mode.startswith("vosti"):
-        return {"attention_backend": "vosti", "async_scheduling": mode == "vosti-async"}
+        pinned = {"async_scheduling": _ASYNC[mode]} if mode in _ASYNC else {}
+        return {"attention_backend": "vosti", **pinned}
     return {"attention_backend": backend} if backend else {}

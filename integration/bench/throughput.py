@@ -1,6 +1,6 @@
 """Throughput of one vLLM mode vs cached context, prefill and decode separately (run one process per mode).
 
-  python -m integration.bench.throughput --mode vosti|vosti-async|default|bi [--backend TRITON_ATTN] \
+  python -m integration.bench.throughput --mode vosti|vosti-sync|vosti-async|default|bi [--backend TRITON_ATTN] \
       --model llama31-8b --contexts 0,1024,4096,8192,16384 --batches 1,4,16 --out result.json
 
 Decode tok/s = batch * decode_tokens / (time of prefill + decode - time of prefill alone); prefill tok/s =

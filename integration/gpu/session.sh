@@ -19,14 +19,14 @@ case "$step" in
     timeout 400 python3 -m integration.bench.throughput --mode vosti --model "$mdl" --contexts 1024 --batches 4 \
       --decode-tokens 32 --out "$out/smoke_vosti.json" 2>&1 | tee "$out/smoke.log" | grep -v "^INFO\|^(EngineCore" | tail -40 ;;
   bench)
-    for m in ${BENCH_MODES:-vosti vosti-async default bi}; do
+    for m in ${BENCH_MODES:-vosti default bi}; do
       timeout ${MODE_TIMEOUT:-280} python3 -m integration.bench.throughput --mode $m --model "$mdl" --contexts "$ctx" \
         --batches "$bat" --decode-tokens ${DECODE:-128} --out "$out/tp_${mdl}_$m.json" > "$out/tp_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; grep -E '^\{|startup|Error|error' "$out/tp_${mdl}_$m.log" | tail -8
     done
     python3 -m integration.bench.report --throughput "$out"/tp_${mdl}_*.json --out "$out" ;;
   agentic)
-    for m in ${BENCH_MODES:-vosti vosti-async default bi}; do
+    for m in ${BENCH_MODES:-vosti default bi}; do
       timeout ${MODE_TIMEOUT:-250} python3 -m integration.bench.agentic --mode $m --model "$mdl" \
         ${AGENTIC_ARGS:-} --out "$out/ag_${mdl}_$m.json" > "$out/ag_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; tail -3 "$out/ag_${mdl}_$m.log"
@@ -36,7 +36,7 @@ case "$step" in
     timeout ${HARNESS_TIMEOUT:-560} python3 -m integration.harness.cli --scale gpu --models "$mdl" \
       --modes ${MODES:-vosti,default,bi-flash} --per-gpu ${PER_GPU:-1} ${HARNESS_ARGS:-} --out "$out/harness" 2>&1 | tail -40 ;;
   profile)
-    for m in ${PROFILE_MODES:-vosti vosti-async}; do
+    for m in ${PROFILE_MODES:-vosti vosti-sync}; do
       timeout ${MODE_TIMEOUT:-200} python3 integration/gpu/profile_decode.py --mode $m --model "$mdl" --batch "${bat%%,*}" \
         --context ${PROFILE_CONTEXT:-1024} --out "$out/prof_${mdl}_$m.json" > "$out/prof_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; grep -E '^\{|SUMMARY|Error' "$out/prof_${mdl}_$m.log" | head -12

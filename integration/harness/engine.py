@@ -29,7 +29,9 @@ class Mode:
 
 
 MODES: dict[str, Mode] = {
-    "vosti": Mode("vosti", "vLLM + vosti", vosti=True),
+    "vosti": Mode("vosti", "vLLM + vosti", vosti=True),     # async scheduling as vLLM decides (on, on a GPU)
+    "vosti-sync": Mode("vosti-sync", "vLLM + vosti, sync scheduling", vosti=True,
+                       engine={"async_scheduling": False}),
     "vosti-async": Mode("vosti-async", "vLLM + vosti, async scheduling", vosti=True, gpu_only=True,
                         engine={"async_scheduling": True}),
     "default": Mode("default", "vLLM default"),

@@ -110,13 +110,14 @@ def _async_scheduler(f: LaunchFacts):
         return None
     from vllm.utils.import_utils import resolve_obj_by_qualname
 
-    from vosti_plugin.scheduler import VostiAsyncScheduler
+    from vosti_plugin.scheduler import VostiAsyncScheduler, VostiScheduler
 
     try:
         cls = resolve_obj_by_qualname(f.scheduler_cls) if f.scheduler_cls else None
     except Exception:
         return None                      # reported by vosti-scheduler
-    if not (isinstance(cls, type) and issubclass(cls, VostiAsyncScheduler)):
+    # VostiScheduler itself constructs a VostiAsyncScheduler under async scheduling; its subclasses do not.
+    if not (cls is VostiScheduler or (isinstance(cls, type) and issubclass(cls, VostiAsyncScheduler))):
         return f"async scheduling with {f.scheduler_cls or 'the default scheduler'}, not VostiAsyncScheduler"
     return None
 

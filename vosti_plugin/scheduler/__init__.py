@@ -1,4 +1,4 @@
 """vLLM schedulers that install vosti's exact-prefix KV block manager."""
-from vosti_plugin.scheduler.vosti_scheduler import VostiAsyncScheduler, VostiScheduler, scheduler_class_path
+from vosti_plugin.scheduler.vosti_scheduler import VostiAsyncScheduler, VostiScheduler
 
-__all__ = ["VostiAsyncScheduler", "VostiScheduler", "scheduler_class_path"]
+__all__ = ["VostiAsyncScheduler", "VostiScheduler"]

@@ -7,8 +7,10 @@ scheduling) and are published at the end of `schedule()`, so no lookup can hit a
 same step is still writing. A preempted request frees its pages; its registered pages hold correct
 KV and may serve its own resumption; the last token of every lookup is always recomputed.
 
-Pick `VostiAsyncScheduler` when `scheduler_config.async_scheduling` is on, `VostiScheduler` otherwise
-(`scheduler_class_path`).
+`vosti_plugin.scheduler.VostiScheduler` (the default `scheduler_cls`) follows the final config: vLLM decides
+async scheduling after our engine arguments are applied (on where it supports it, off on its CPU platform),
+so constructing `VostiScheduler` gives a `VostiAsyncScheduler` whenever `scheduler_config.async_scheduling`
+ended up on.
 """
 from __future__ import annotations
 
@@ -54,7 +56,17 @@ class _VostiScheduling:
         super()._preempt_request(request, *args, **kwargs)
 
 
+def _async_scheduling_on(args, kwargs) -> bool:
+    vllm_config = kwargs.get("vllm_config", args[0] if args else None)
+    return bool(getattr(getattr(vllm_config, "scheduler_config", None), "async_scheduling", False))
+
+
 class VostiScheduler(_VostiScheduling, compat.scheduler_base()):
+    def __new__(cls, *args, **kwargs):
+        if cls is VostiScheduler and _async_scheduling_on(args, kwargs):
+            cls = VostiAsyncScheduler
+        return object.__new__(cls)
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._install_vosti_kv_manager()
@@ -62,9 +74,3 @@ class VostiScheduler(_VostiScheduling, compat.scheduler_base()):
 
 class VostiAsyncScheduler(VostiScheduler, AsyncScheduler):
     """MRO: VostiScheduler's hooks, then AsyncScheduler's placeholders, then vLLM's Scheduler."""
-
-
-def scheduler_class_path(async_scheduling: bool | None) -> str:
-    """The `scheduler_cls` string for a vLLM config with this async_scheduling setting."""
-    name = "VostiAsyncScheduler" if async_scheduling else "VostiScheduler"
-    return f"vosti_plugin.scheduler.{name}"
