@@ -1,6 +1,7 @@
 """Agentic session replay: concurrent multi-turn sessions that reuse a shared prefix and their own history.
 
   python -m integration.bench.agentic --mode vosti|vosti-sync|vosti-async|default|bi --model llama31-8b --out result.json
+  CPU smoke: --model tiny --dtype float32 --sessions 2 --turns 2 --first-len 96 --shared-len 64 --turn-len 16 --out-len 8
 
 Each of --sessions sessions: turn 1 sends a --first-len prompt whose first --shared-len tokens are shared by
 all sessions; every later turn appends --turn-len new tokens to the retained conversation (previous prompt +
@@ -20,14 +21,14 @@ from pathlib import Path
 from integration.bench.modes import MODES, engine_kwargs, prepare_environment
 
 
-async def _session(engine, sid: int, shared: list[int], a, rng: random.Random, SamplingParams) -> dict:
-    history = shared + [rng.randrange(10, 30000) for _ in range(a.first_len - len(shared))]
+async def _session(engine, sid: int, shared: list[int], a, rng: random.Random, SamplingParams, vocab: int) -> dict:
+    history = shared + [rng.randrange(10, vocab) for _ in range(a.first_len - len(shared))]
     turns = []
     t_start = time.perf_counter()
     for turn in range(a.turns):
         if turn:
             await asyncio.sleep(a.think_s)
-            history = history + [rng.randrange(10, 30000) for _ in range(a.turn_len)]
+            history = history + [rng.randrange(10, vocab) for _ in range(a.turn_len)]
         params = SamplingParams(temperature=0.0, max_tokens=a.out_len, ignore_eos=True)
         t0 = time.perf_counter()
         final = None
@@ -48,7 +49,7 @@ async def _run(a) -> dict:
     from integration.harness.models import get, materialize
 
     spec = get(a.model)
-    kw = dict(model=str(materialize(spec)), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
+    kw = dict(model=str(materialize(spec)), load_format="dummy", skip_tokenizer_init=True, dtype=a.dtype,
               max_model_len=a.first_len + a.turns * (a.turn_len + a.out_len) + 64, gpu_memory_utilization=0.85,
               enable_prefix_caching=True, seed=0, max_num_seqs=64)
     kw.update(engine_kwargs(a.mode, a.backend))
@@ -56,11 +57,12 @@ async def _run(a) -> dict:
     engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw))
     startup = time.perf_counter() - t0
     rng = random.Random(0)
-    shared = [rng.randrange(10, 30000) for _ in range(a.shared_len)]
+    vocab = min(30000, spec.vocab_size)
+    shared = [rng.randrange(10, vocab) for _ in range(a.shared_len)]
     try:
         t0 = time.perf_counter()
         sessions = await asyncio.gather(*[
-            _session(engine, s, shared, a, random.Random(100 + s), SamplingParams) for s in range(a.sessions)])
+            _session(engine, s, shared, a, random.Random(100 + s), SamplingParams, vocab) for s in range(a.sessions)])
         total = time.perf_counter() - t0
     finally:
         engine.shutdown()
@@ -82,6 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--turn-len", type=int, default=256)
     ap.add_argument("--out-len", type=int, default=768)
     ap.add_argument("--think-s", type=float, default=0.5)
+    ap.add_argument("--dtype", default="bfloat16", help="float32 for a CPU smoke run (vosti on CPU is fp32)")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     prepare_environment(a.mode)
