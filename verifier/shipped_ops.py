@@ -11,19 +11,23 @@ def entries() -> list[dict]:
 
     from vosti_plugin.ops import activation, matmul, rmsnorm, softmax
 
-    mm_cfgs = [(cfg, "ieee" if dt == "float32" else "tf32") for (_n, _k, dt), cfg in matmul.CATALOG.items()]
-    mm_cfgs += [(matmul.rule_config(4096, 4096, torch.float32), "ieee")]
+    mm_cfgs = [(cfg, getattr(torch, dt)) for (_n, _k, dt), cfg in matmul.CATALOG.items()]
+    mm_cfgs += [(matmul.rule_config(4096, 4096, torch.float32), torch.float32)]
     out: list[dict] = []
-    plain, split = [], []
-    for cfg, prec in mm_cfgs:
+    plain, split, tall = [], [], []
+    for cfg, dtype in mm_cfgs + [(matmul.tall_config(cfg, dtype), dtype) for cfg, dtype in mm_cfgs]:
         fam = dataclasses.asdict(cfg)
-        base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k, "DOT_PRECISION": prec}
+        base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
+                "DOT_PRECISION": "ieee" if dtype == torch.float32 else "tf32"}
         if cfg.split_k == 1:
             plain += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
-        else:
+        elif (cfg, dtype) in mm_cfgs:
             split.append(({**base, "SPLIT_K": cfg.split_k}, fam))
+        else:  # the tall path of a split config: one program per tile sums its splits
+            tall += [({**base, "SPLIT_K": cfg.split_k, "HAS_BIAS": hb}, fam) for hb in (False, True)]
     out.append({"family": "matmul", "kernel": matmul.mm_kernel, "configs": plain})
     out.append({"family": "matmul", "kernel": matmul.mm_splitk_partial_kernel, "configs": split})
+    out.append({"family": "matmul", "kernel": matmul.mm_tall_kernel, "configs": tall})
     combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": matmul._COMBINE_BLOCK_M,
                  "BLOCK_N": matmul._COMBINE_BLOCK_N}, fam) for c, fam in split for hb in (False, True)]
     out.append({"family": "matmul", "kernel": matmul.splitk_combine_kernel, "configs": combine})

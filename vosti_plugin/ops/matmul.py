@@ -5,9 +5,16 @@ and the config is chosen from (N, K, dtype) alone (`select_config`), never from 
 how many row tiles are launched. A K split is allowed: its split count, split boundaries and the
 order in which the fp32 partials are combined are functions of (N, K, dtype) too. No stream-K, no
 autotuning, no atomics.
+
+Tall path (off by default; VOSTI_TALL_GEMM=1 turns it on for launches of at least TALL_MIN_ROWS rows):
+the same block_k, split boundaries and combine order with bigger row/column tiles, all splits of a tile
+summed inside one program (`mm_tall_kernel`), so prefill GEMMs skip the fp32 workspace and the second
+launch.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 
 import torch
@@ -20,12 +27,16 @@ from vosti_plugin.triton_mode import interpreting
 __all__ = [
     "CATALOG",
     "MatmulConfig",
+    "TALL_MIN_ROWS",
     "addmm",
     "launch_matmul",
+    "launch_matmul_tall",
     "linear",
     "mm",
     "rule_config",
     "select_config",
+    "tall_config",
+    "tall_path_on",
 ]
 
 
@@ -106,6 +117,27 @@ def select_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
     """The launch config for a GEMM with N output columns and reduction length K. Never sees M."""
     found = CATALOG.get((N, K, _dtype_name(dtype)))
     return found if found is not None else rule_config(N, K, dtype)
+
+
+# Prefill tiles: wgmma-friendly 128-row tiles and 8 warps; block_k and split_k stay the config's.
+# Shared memory per program: (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 bytes * stages <= 227 KB.
+_TALL_B16_BLOCK_M = 128
+_TALL_B16_BLOCK_N = {128: 128, 64: 256}  # by block_k: 192 KB and 144 KB of operand stages
+TALL_MIN_ROWS = 512  # launches with at least this many rows take the tall path when it is on
+
+
+def tall_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
+    """The tall-path launch config of `config`: bigger tiles, the same K order (block_k, split_k)."""
+    if dtype == torch.float32:
+        return dataclasses.replace(config, block_m=max(config.block_m, 128))
+    block_n = _TALL_B16_BLOCK_N.get(config.block_k, config.block_n)
+    return dataclasses.replace(config, block_m=_TALL_B16_BLOCK_M, block_n=block_n, num_warps=8, num_stages=3)
+
+
+def tall_path_on(M: int) -> bool:
+    """Whether an M-row GEMM takes the tall path: only with VOSTI_TALL_GEMM=1, until the H200 check
+    (integration/gpu/tall_gemm_check.py) shows its rows equal the split + combine rows bit for bit."""
+    return M >= TALL_MIN_ROWS and os.environ.get("VOSTI_TALL_GEMM", "0") == "1"
 
 
 def _launch_metadata(grid, kernel, args):
@@ -252,6 +284,63 @@ def splitk_combine_kernel(
              acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+# Relational contract: row x of an M-row launch equals the one-row launch's row.
+# Why: like mm_splitk_partial_kernel + splitk_combine_kernel in one program: split s reduces
+# k0 = s * K_PER_SPLIT, + BLOCK_K, ... < min((s + 1) * K_PER_SPLIT, K) in order into a fresh fp32 acc,
+# total = ((0 + acc_0) + acc_1) + ... + acc_{SPLIT_K-1}, then + bias, then one cast; none of it sees M.
+# Cross-path claim (not proved by Z3, which compares two launches of one kernel): a row of this kernel
+# equals, bit for bit, the same row of mm_splitk_partial_kernel + splitk_combine_kernel with the same
+# BLOCK_K / SPLIT_K / K_PER_SPLIT, whatever BLOCK_M / BLOCK_N / warps / stages. On the interpreter it is
+# exact by construction (tests/test_ops_matmul_tall.py); whether Hopper's MMA gives every element the
+# same bits in other tile shapes is checked by integration/gpu/tall_gemm_check.py, hence VOSTI_TALL_GEMM.
+@contract(
+    params={"a_ptr": tensor(("M", "K"), ("stride_am", "stride_ak")),
+            "b_ptr": tensor(("K", "N"), ("stride_bk", "stride_bn")),
+            "bias_ptr": tensor(("N",), (1,)),
+            "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
+    grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
+    verif=[goal("row_invariance", same=("N", "K", "K_PER_SPLIT"),
+                pre=_ROW_PRE + ("L.a_ptr[x, :] == R.a_ptr[0, :]", "L.b_ptr[:, :] == R.b_ptr[:, :]",
+                                "L.bias_ptr[:] == R.bias_ptr[:]"),
+                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+)
+@triton.jit(do_not_specialize=["M"], **_jit_options)
+def mm_tall_kernel(
+    a_ptr, b_ptr, bias_ptr, c_ptr,
+    M, N, K, K_PER_SPLIT,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    HAS_BIAS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rows < M
+    col_ok = cols < N
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in range(0, SPLIT_K):
+        k_begin = s * K_PER_SPLIT
+        k_end = tl.minimum(k_begin + K_PER_SPLIT, K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(k_begin, k_end, BLOCK_K):
+            ks = k0 + tl.arange(0, BLOCK_K)
+            k_ok = ks < k_end
+            a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak,
+                        mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+            b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
+                        mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+            acc += tl.dot(a, b, input_precision=DOT_PRECISION)
+        total += acc
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + cols, mask=col_ok, other=0.0)
+        total = total + bias.to(tl.float32)[None, :]
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+             total.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
+
+
 _COMBINE_BLOCK_M = 16
 _COMBINE_BLOCK_N = 128
 _SPLIT_WORKSPACE_ELEMS = 1 << 28  # 1 GiB of fp32 partials at most
@@ -260,6 +349,19 @@ _SPLIT_WORKSPACE_ELEMS = 1 << 28  # 1 GiB of fp32 partials at most
 def _dot_precision(dtype: torch.dtype) -> str:
     # fp32 must not silently become TF32 on GPU; 16-bit inputs use Triton's default.
     return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _check_operands(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor) -> None:
+    M, K = a.shape
+    K2, N = b.shape
+    if K2 != K:
+        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise ValueError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
+    if out.shape != (M, N):
+        raise ValueError(f"out must be {(M, N)}, got {tuple(out.shape)}")
+    if bias is not None and bias.shape != (N,):
+        raise ValueError(f"bias must be ({N},), got {tuple(bias.shape)}")
 
 
 def launch_matmul(
@@ -271,15 +373,8 @@ def launch_matmul(
 ) -> torch.Tensor:
     """out[M, N] = a[M, K] @ b[K, N] (+ bias[N]) with the given config. Strided a, b, out are fine."""
     M, K = a.shape
-    K2, N = b.shape
-    if K2 != K:
-        raise ValueError(f"inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
-    if a.dtype != b.dtype:
-        raise ValueError(f"a and b must share a dtype, got {a.dtype} and {b.dtype}")
-    if out.shape != (M, N):
-        raise ValueError(f"out must be {(M, N)}, got {tuple(out.shape)}")
-    if bias is not None and bias.shape != (N,):
-        raise ValueError(f"bias must be ({N},), got {tuple(bias.shape)}")
+    N = b.shape[1]
+    _check_operands(a, b, bias, out)
     if M == 0 or N == 0:
         return out
     if K == 0:
@@ -323,6 +418,35 @@ def launch_matmul(
     return out
 
 
+def launch_matmul_tall(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    out: torch.Tensor,
+    config: MatmulConfig,
+) -> torch.Tensor:
+    """launch_matmul's product in one launch per GEMM: split 1 is mm_kernel with this config's tiles,
+    split > 1 is mm_tall_kernel (every split of a tile in one program, summed in split order)."""
+    if config.split_k == 1:
+        return launch_matmul(a, b, bias, out, config)
+    M, K = a.shape
+    N = b.shape[1]
+    _check_operands(a, b, bias, out)
+    if M == 0 or N == 0 or K == 0:
+        return launch_matmul(a, b, bias, out, config)
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    mm_tall_kernel[(triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))](
+        a, b, bias if bias is not None else out, out,
+        M, N, K, config.k_per_split(K),
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+        HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype), SPLIT_K=config.split_k,
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+        num_warps=config.num_warps, num_stages=config.num_stages,
+    )
+    return out
+
+
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -343,7 +467,10 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         kernel_out_dtype = torch.float32
     config = select_config(b.shape[1], b.shape[0], a.dtype)
     out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=kernel_out_dtype)
-    launch_matmul(a, b, bias, out, config)
+    if tall_path_on(a.shape[0]):
+        launch_matmul_tall(a, b, bias, out, tall_config(config, a.dtype))
+    else:
+        launch_matmul(a, b, bias, out, config)
     return out if out.dtype == out_dtype else out.to(out_dtype)
 
 

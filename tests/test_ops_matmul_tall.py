@@ -1,0 +1,167 @@
+"""The tall GEMM path (bigger tiles, every split of a tile summed in one program) gives every row the bits
+of the split + combine path; it is off unless VOSTI_TALL_GEMM=1.
+
+CPU runs the kernels through the Triton interpreter in fp32 (see conftest). Whether the H200's MMA keeps
+these bits across tile shapes is checked by integration/gpu/tall_gemm_check.py."""
+import dataclasses
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vosti_plugin.ops import matmul
+
+# Small current-path configs (fp32, interpreter-fast) and the tile shapes a tall launch may use instead.
+CURRENT_CONFIGS = [
+    matmul.MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=s, num_stages=1) for s in (1, 2, 3, 4)
+] + [matmul.MatmulConfig(block_m=16, block_n=16, block_k=16, split_k=s, num_stages=1) for s in (1, 3)]
+TALL_TILES = [(32, 64), (64, 32), (64, 64), (32, 128)]
+
+
+def _operands(seed: int, M: int, N: int, K: int, with_bias: bool):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=g)
+    w = torch.randn(N, K, generator=g) / K**0.5
+    bias = torch.randn(N, generator=g) if with_bias else None
+    return a, w, bias
+
+
+def _current(a, w, bias, config):
+    return matmul.launch_matmul(a, w.t(), bias, torch.empty(a.shape[0], w.shape[0]), config)
+
+
+def _tall(a, w, bias, config):
+    return matmul.launch_matmul_tall(a, w.t(), bias, torch.empty(a.shape[0], w.shape[0]), config)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.int32)
+
+
+@settings(max_examples=20)
+@given(
+    M=st.one_of(st.integers(1, 200), st.sampled_from([31, 33, 47, 64, 129])),
+    N=st.integers(1, 150),
+    K=st.integers(1, 260),
+    config=st.sampled_from(CURRENT_CONFIGS),
+    tiles=st.sampled_from(TALL_TILES),
+    with_bias=st.booleans(),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_tall_row_equals_split_and_combine_row(M, N, K, config, tiles, with_bias, seed):
+    a, w, bias = _operands(seed, M, N, K, with_bias)
+    tall = dataclasses.replace(config, block_m=tiles[0], block_n=tiles[1], num_warps=8)
+    assert torch.equal(_bits(_tall(a, w, bias, tall)), _bits(_current(a, w, bias, config)))
+
+
+@pytest.mark.parametrize("change", [dict(block_k=16), dict(split_k=2), dict(split_k=4)])
+def test_a_tall_launch_with_another_k_order_gives_other_bits(change):
+    """Guards the equality test against being vacuous: a tall launch whose K order differs (block_k, or
+    split boundaries and the number of partials summed) must change some bits."""
+    a, w, bias = _operands(3, 96, 64, 250, with_bias=True)
+    config = matmul.MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=3, num_stages=1)
+    tall = dataclasses.replace(config, block_m=64, block_n=64, **change)
+    assert not torch.equal(_tall(a, w, bias, tall), _current(a, w, bias, config))
+
+
+def test_summing_the_splits_in_another_order_gives_other_bits():
+    """The split order matters in fp32: (p0 + p1) + p2 differs from p2 + (p1 + p0) somewhere, so a tall
+    kernel that reordered the combine would be caught by the equality test."""
+    a, w, _ = _operands(4, 96, 64, 250, with_bias=False)
+    config = matmul.MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=3, num_stages=1)
+    kps = config.k_per_split(250)
+    parts = [_current(a[:, s * kps:(s + 1) * kps], w[:, s * kps:(s + 1) * kps],
+                      None, dataclasses.replace(config, split_k=1)) for s in range(3)]
+    in_order = torch.zeros_like(parts[0]) + parts[0] + parts[1] + parts[2]
+    assert torch.equal(in_order, _current(a, w, None, config)), "the split path sums its partials in s order"
+    reversed_order = torch.zeros_like(parts[0]) + parts[2] + parts[1] + parts[0]
+    assert not torch.equal(reversed_order, in_order)
+
+
+def test_strided_operands_and_output_on_the_tall_path():
+    M, N, K = 70, 40, 130
+    a, w, bias = _operands(9, M, N + 5, K + 7, with_bias=True)
+    a_view = a[:, 3:3 + K]  # row stride K + 7
+    w_view = w[2:2 + N, :K]
+    b_rowmajor = w_view.t().contiguous()  # [K, N], unit column stride
+    for config in (CURRENT_CONFIGS[2], CURRENT_CONFIGS[0]):
+        tall = dataclasses.replace(config, block_m=64, block_n=64)
+        for b in (w_view.t(), b_rowmajor):
+            big = torch.full((M, N + 9), float("nan"))
+            out = big[:, 4:4 + N]
+            matmul.launch_matmul_tall(a_view, b, bias[:N], out, tall)
+            ref = matmul.launch_matmul(a_view.contiguous(), b.contiguous(), bias[:N], torch.empty(M, N), config)
+            assert torch.equal(out, ref)
+            assert torch.isnan(big[:, :4]).all() and torch.isnan(big[:, 4 + N:]).all(), "wrote outside out"
+
+
+class _LaunchLog:
+    """Records which host launch function ran, then runs it."""
+
+    def __init__(self, monkeypatch):
+        self.calls: list[tuple[str, int, matmul.MatmulConfig]] = []
+        for name in ("launch_matmul", "launch_matmul_tall"):
+            real = getattr(matmul, name)
+            monkeypatch.setattr(matmul, name, self._spy(name, real))
+
+    def _spy(self, name, real):
+        def run(a, b, bias, out, config):
+            self.calls.append((name, a.shape[0], config))
+            return real(a, b, bias, out, config)
+        return run
+
+
+@pytest.mark.parametrize("M", [matmul.TALL_MIN_ROWS, matmul.TALL_MIN_ROWS + 37])
+def test_tall_path_is_off_by_default(monkeypatch, M):
+    monkeypatch.delenv("VOSTI_TALL_GEMM", raising=False)
+    log = _LaunchLog(monkeypatch)
+    a, w, bias = _operands(1, M, 128, 128, with_bias=True)
+    matmul.linear(a, w, bias)
+    assert [c[0] for c in log.calls] == ["launch_matmul"]
+    assert log.calls[0][2] == matmul.select_config(128, 128, torch.float32)
+
+
+def test_tall_path_on_takes_tall_launches_from_the_threshold(monkeypatch):
+    monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
+    log = _LaunchLog(monkeypatch)
+    N, K = 128, 344
+    a, w, bias = _operands(2, matmul.TALL_MIN_ROWS + 5, N, K, with_bias=True)
+    below = matmul.linear(a[: matmul.TALL_MIN_ROWS - 1], w, bias)
+    tall = matmul.linear(a, w, bias)
+    config = matmul.select_config(N, K, torch.float32)
+    tall_config = matmul.tall_config(config, torch.float32)
+    assert config.split_k == 1 and tall_config.block_m > config.block_m
+    # a split-1 tall launch is mm_kernel with the tall tiles, through launch_matmul
+    assert log.calls == [("launch_matmul", matmul.TALL_MIN_ROWS - 1, config),
+                         ("launch_matmul_tall", matmul.TALL_MIN_ROWS + 5, tall_config),
+                         ("launch_matmul", matmul.TALL_MIN_ROWS + 5, tall_config)]
+    assert torch.equal(tall[: matmul.TALL_MIN_ROWS - 1], below), "rows must not notice the path switch"
+
+
+def test_tall_split_launch_runs_the_one_program_kernel(monkeypatch):
+    ran = []
+    real = matmul.mm_tall_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            ran.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(matmul, "mm_tall_kernel", Spy())
+    monkeypatch.setattr(matmul, "splitk_combine_kernel", None)  # the tall path must not need it
+    a, w, _ = _operands(5, 100, 48, 200, with_bias=False)
+    config = matmul.MatmulConfig(block_m=64, block_n=32, block_k=32, split_k=3, num_stages=1)
+    _tall(a, w, None, config)
+    assert ran == [(2, 2)]
+
+
+def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
+    for (N, K, dtype_name), config in matmul.CATALOG.items():
+        dtype = getattr(torch, dtype_name)
+        tall = matmul.tall_config(config, dtype)
+        assert (tall.block_k, tall.split_k) == (config.block_k, config.split_k)
+        assert tall.k_per_split(K) == config.k_per_split(K)
+        assert tall.block_m >= config.block_m and tall.block_n >= config.block_n
+        smem = (tall.block_m * tall.block_k + tall.block_k * tall.block_n) * dtype.itemsize * tall.num_stages
+        assert smem <= 227 * 1024, f"{N}x{K}: {smem} bytes of shared memory"
