@@ -196,6 +196,7 @@ class VostiAttentionImpl(_AttentionImpl):
         check_in_engine_process(vllm_config, where="worker")
         self.max_num_tokens = vllm_config.scheduler_config.max_num_batched_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
+        self.page_size = vllm_config.cache_config.block_size
         # The largest step a CUDA graph may replay must be a single launch (its plan is fixed at capture).
         cc = vllm_config.compilation_config
         mode = getattr(cc, "cudagraph_mode", None)
@@ -206,26 +207,35 @@ class VostiAttentionImpl(_AttentionImpl):
                                  if graphs else 1)
         self._capacity = 0
 
-    def _launch_config(self, kv_cache: torch.Tensor, dtype: torch.dtype):
+    def _launch_config(self, page_size: int, dtype: torch.dtype, device: torch.device):
         if self._config is None:
-            page_size = kv_cache.shape[2]
             self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
             self._path, self._capacity = deployment_path(
                 max_num_tokens=self.max_num_tokens, max_graph_tokens=self.max_graph_tokens,
                 max_model_len=self.max_model_len, page_size=page_size, segment=self._config.segment,
                 num_q_heads=self.num_heads, head_dim=self.head_size,
-                limit_bytes=SPLIT_WORKSPACE_BYTES.get(kv_cache.device.type, SPLIT_WORKSPACE_BYTES["cpu"]))
+                limit_bytes=SPLIT_WORKSPACE_BYTES.get(device.type, SPLIT_WORKSPACE_BYTES["cpu"]))
         return self._config
 
-    def _workspace(self, block_table: torch.Tensor, page_size: int, device: torch.device):
+    def _workspace(self, segments: int, device: torch.device):
         """One persistent fp32 workspace per device, sized for the largest step (CUDA-graph safe)."""
-        segments = num_kv_segments(block_table, page_size, self._config.segment, self.max_model_len)
         numel = split_workspace_numel(self._capacity, self.num_heads, self.head_size, segments)
         ws = _WORKSPACES.get(device)
         if ws is None or ws.numel() < numel:
             ws = torch.empty(numel, dtype=torch.float32, device=device)
             _WORKSPACES[device] = ws
         return ws
+
+    def _reserve_workspace(self, dtype: torch.dtype, device: torch.device) -> None:
+        """Profiling run: take the split workspace for the longest sequence now, so that vLLM's memory
+        profile counts it before the KV cache is sized (it is not freed afterwards)."""
+        page_size = self.page_size
+        if not page_size:
+            return
+        self._launch_config(page_size, dtype, device)
+        if self._path == "split":
+            pages = -(-self.max_model_len // page_size)
+            self._workspace(-(-(pages * page_size) // self._config.segment), device)
 
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping) -> None:
         if self.kv_sharing_target_layer_name is not None:
@@ -250,15 +260,18 @@ class VostiAttentionImpl(_AttentionImpl):
         if output_scale is not None or output_block_scale is not None:
             raise NotImplementedError("vosti attention does not fuse output quantization")
         if attn_metadata is None:  # profiling run
+            self._reserve_workspace(query.dtype, query.device)
             return output.fill_(0)
         n = attn_metadata.num_actual_tokens
         k_cache, v_cache = compat.split_kv_cache(kv_cache, self.head_size)
         q = query[:n].view(n, self.num_heads, self.head_size)
         out = output[:n].view(n, self.num_heads, self.head_size)
-        config = self._launch_config(kv_cache, query.dtype)
+        page_size = kv_cache.shape[2]
+        config = self._launch_config(page_size, query.dtype, query.device)
         workspace = None
         if self._path == "split":
-            workspace = self._workspace(attn_metadata.block_table, kv_cache.shape[2], query.device)
+            segments = num_kv_segments(attn_metadata.block_table, page_size, config.segment, self.max_model_len)
+            workspace = self._workspace(segments, query.device)
 
         def launch(q, out, block_table, seq_lens, query_start_loc):
             paged_attention(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, scale=self.scale,
