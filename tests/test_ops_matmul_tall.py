@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from vosti_plugin.ops import matmul
@@ -39,7 +39,7 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.int32)
 
 
-@settings(max_examples=20)
+@settings(max_examples=40)
 @given(
     M=st.one_of(st.integers(1, 200), st.sampled_from([31, 33, 47, 64, 129])),
     N=st.integers(1, 150),
@@ -49,6 +49,8 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     with_bias=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
 )
+@example(M=77, N=50, K=50, config=CURRENT_CONFIGS[3], tiles=(64, 64), with_bias=True, seed=1)  # 2 empty splits
+@example(M=129, N=150, K=260, config=CURRENT_CONFIGS[5], tiles=(32, 128), with_bias=False, seed=2)
 def test_tall_row_equals_split_and_combine_row(M, N, K, config, tiles, with_bias, seed):
     a, w, bias = _operands(seed, M, N, K, with_bias)
     tall = dataclasses.replace(config, block_m=tiles[0], block_n=tiles[1], num_warps=8)
@@ -165,3 +167,19 @@ def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
         assert tall.block_m >= config.block_m and tall.block_n >= config.block_n
         smem = (tall.block_m * tall.block_k + tall.block_k * tall.block_n) * dtype.itemsize * tall.num_stages
         assert smem <= 227 * 1024, f"{N}x{K}: {smem} bytes of shared memory"
+
+
+def test_verifier_proves_tall_kernel_row_invariance_and_refuses_an_m_dependent_split():
+    import inspect
+
+    from verifier.api import verify_kernel
+    from verifier.contracts import contract_of
+
+    spec = contract_of(matmul.mm_tall_kernel)
+    source = inspect.getsource(matmul.mm_tall_kernel.fn)
+    source = source[source.index("@triton.jit"):]
+    mutant = source.replace("(k0 + BLOCK_K) % K_PER_SPLIT == 0", "(k0 + BLOCK_K) % M == 0")
+    assert mutant != source
+    config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "HAS_BIAS": True, "DOT_PRECISION": "tf32"}
+    assert verify_kernel(source, spec, config).status == "proved"
+    assert verify_kernel(mutant, spec, config).status == "failed"

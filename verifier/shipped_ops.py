@@ -24,7 +24,7 @@ def entries() -> list[dict]:
         elif (cfg, dtype) in mm_cfgs:
             split.append(({**base, "SPLIT_K": cfg.split_k}, fam))
         else:  # the tall path of a split config: one program per tile sums its splits
-            tall += [({**base, "SPLIT_K": cfg.split_k, "HAS_BIAS": hb}, fam) for hb in (False, True)]
+            tall += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
     out.append({"family": "matmul", "kernel": matmul.mm_kernel, "configs": plain})
     out.append({"family": "matmul", "kernel": matmul.mm_splitk_partial_kernel, "configs": split})
     out.append({"family": "matmul", "kernel": matmul.mm_tall_kernel, "configs": tall})

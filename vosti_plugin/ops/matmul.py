@@ -285,14 +285,17 @@ def splitk_combine_kernel(
 
 
 # Relational contract: row x of an M-row launch equals the one-row launch's row.
-# Why: like mm_splitk_partial_kernel + splitk_combine_kernel in one program: split s reduces
-# k0 = s * K_PER_SPLIT, + BLOCK_K, ... < min((s + 1) * K_PER_SPLIT, K) in order into a fresh fp32 acc,
-# total = ((0 + acc_0) + acc_1) + ... + acc_{SPLIT_K-1}, then + bias, then one cast; none of it sees M.
+# Why: one loop over k0 = 0, BLOCK_K, ... < K, as in mm_kernel; K_PER_SPLIT is a multiple of BLOCK_K, so
+# split s owns the blocks k0 in [s * K_PER_SPLIT, (s + 1) * K_PER_SPLIT) and `ks < K` is its mask. acc
+# restarts at 0 for every split and is added to total after the split's last block, so
+# total = ((0 + acc_0) + acc_1) + ... (an empty split's +0 is skipped: x + 0 == x), then + bias, one
+# cast. None of it sees M. One loop rather than a loop per split keeps the operand pipeline full
+# across split boundaries.
 # Cross-path claim (not proved by Z3, which compares two launches of one kernel): a row of this kernel
 # equals, bit for bit, the same row of mm_splitk_partial_kernel + splitk_combine_kernel with the same
-# BLOCK_K / SPLIT_K / K_PER_SPLIT, whatever BLOCK_M / BLOCK_N / warps / stages. On the interpreter it is
-# exact by construction (tests/test_ops_matmul_tall.py); whether Hopper's MMA gives every element the
-# same bits in other tile shapes is checked by integration/gpu/tall_gemm_check.py, hence VOSTI_TALL_GEMM.
+# BLOCK_K and K_PER_SPLIT, whatever BLOCK_M / BLOCK_N / warps / stages. On the interpreter this is
+# checked by tests/test_ops_matmul_tall.py; whether Hopper's MMA gives every element the same bits in
+# other tile shapes is checked by integration/gpu/tall_gemm_check.py, hence VOSTI_TALL_GEMM.
 @contract(
     params={"a_ptr": tensor(("M", "K"), ("stride_am", "stride_ak")),
             "b_ptr": tensor(("K", "N"), ("stride_bk", "stride_bn")),
@@ -311,7 +314,6 @@ def mm_tall_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     HAS_BIAS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
-    SPLIT_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
@@ -321,19 +323,18 @@ def mm_tall_kernel(
     row_ok = rows < M
     col_ok = cols < N
     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for s in range(0, SPLIT_K):
-        k_begin = s * K_PER_SPLIT
-        k_end = tl.minimum(k_begin + K_PER_SPLIT, K)
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(k_begin, k_end, BLOCK_K):
-            ks = k0 + tl.arange(0, BLOCK_K)
-            k_ok = ks < k_end
-            a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak,
-                        mask=row_ok[:, None] & k_ok[None, :], other=0.0)
-            b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
-                        mask=k_ok[:, None] & col_ok[None, :], other=0.0)
-            acc += tl.dot(a, b, input_precision=DOT_PRECISION)
-        total += acc
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < K
+        a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak,
+                    mask=row_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=k_ok[:, None] & col_ok[None, :], other=0.0)
+        acc += tl.dot(a, b, input_precision=DOT_PRECISION)
+        if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):  # the split's last block
+            total += acc
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + cols, mask=col_ok, other=0.0)
         total = total + bias.to(tl.float32)[None, :]
@@ -425,8 +426,8 @@ def launch_matmul_tall(
     out: torch.Tensor,
     config: MatmulConfig,
 ) -> torch.Tensor:
-    """launch_matmul's product in one launch per GEMM: split 1 is mm_kernel with this config's tiles,
-    split > 1 is mm_tall_kernel (every split of a tile in one program, summed in split order)."""
+    """launch_matmul's product in one launch: split 1 is mm_kernel with this config's tiles, split > 1
+    is mm_tall_kernel (every split of a tile in one program, summed in split order)."""
     if config.split_k == 1:
         return launch_matmul(a, b, bias, out, config)
     M, K = a.shape
@@ -440,7 +441,7 @@ def launch_matmul_tall(
         a, b, bias if bias is not None else out, out,
         M, N, K, config.k_per_split(K),
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype), SPLIT_K=config.split_k,
+        HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )
