@@ -183,3 +183,85 @@ def test_verifier_proves_tall_kernel_row_invariance_and_refuses_an_m_dependent_s
     config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "HAS_BIAS": True, "DOT_PRECISION": "tf32"}
     assert verify_kernel(source, spec, config).status == "proved"
     assert verify_kernel(mutant, spec, config).status == "failed"
+
+
+# -- the H200 script (integration/gpu/tall_gemm_check.py), its logic run on CPU ---------------------------
+
+def _check_script():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "integration" / "gpu" / "tall_gemm_check.py"
+    spec = importlib.util.spec_from_file_location("tall_gemm_check", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["tall_gemm_check"] = module
+    spec.loader.exec_module(module)
+    return path, module
+
+
+def test_gpu_check_script_cpu_smoke_passes_and_writes_its_report(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    path, _ = _check_script()
+    out = tmp_path / "tall.json"
+    proc = subprocess.run([sys.executable, str(path), "--cpu-smoke", "--no-timing", "--out", str(out)],
+                          capture_output=True, text=True, timeout=240, env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["bits_pass"] and not report["errors"]
+    bits = report["sections"]["bits"]
+    assert bits["controls"]["other_block_k_differs"] is True
+    assert all(c["bad_rows"]["n"] == 0 and c["decode_bad_rows"]["checked"] > 0 for c in bits["cases"])
+    assert any(c["config"]["split_k"] > 1 for c in bits["cases"]) and any("bad_rows_bias" in c for c in bits["cases"])
+    sweep = report["sections"]["sweep"]
+    assert all(g["best_bit_equal"] is not None for g in sweep["per_gemm"].values())
+    assert all(sweep["per_tall_key"][key]["ranked_total_us"] for key in ("bk32/split", "bk32/nosplit"))
+
+
+def test_gpu_check_script_reports_tall_rows_with_other_bits(monkeypatch):
+    """The script's bit checks can fail: a tall launch that reduces in another K order (block_k 16) is
+    reported by both the M-row and the decode comparison, and the section fails."""
+    _, script = _check_script()
+    script._use_cpu_smoke()
+    monkeypatch.setattr(script, "MODELS", {"tiny": {"qkv": (96, 200)}})
+    launch = script._launch
+
+    def tall_in_another_order(kind, a, w, bias, config):
+        return launch(kind, a, w, bias, dataclasses.replace(config, block_k=16) if kind == "tall" else config)
+
+    monkeypatch.setattr(script, "_launch", tall_in_another_order)
+    report = script.Report("")
+    assert script.section_bits(report, [33], deadline=float("inf")) is False
+    failures = report.data["sections"]["bits"]["failures"]
+    assert any(f.startswith("bits ") for f in failures) and any(f.startswith("decode ") for f in failures)
+
+
+def test_gpu_check_script_refuses_a_tall_config_with_another_k_order(monkeypatch):
+    _, script = _check_script()
+    script._use_cpu_smoke()
+    shipped = script._tall_config
+    monkeypatch.setattr(script, "_tall_config", lambda N, K: dataclasses.replace(shipped(N, K), block_k=16))
+    with pytest.raises(AssertionError, match="K order"):
+        script.section_bits(script.Report(""), [33], deadline=float("inf"))
+
+
+def test_gpu_check_script_records_a_failing_launch_and_checks_the_other_cases(monkeypatch):
+    _, script = _check_script()
+    script._use_cpu_smoke()
+    monkeypatch.setattr(script, "MODELS", {"tiny": {"qkv": (96, 200), "o": (64, 64)}})
+    launch = script._launch
+
+    def tall_fails_on_qkv(kind, a, w, bias, config):
+        if kind == "tall" and w.shape[0] == 96:
+            raise RuntimeError("out of resources: shared memory")
+        return launch(kind, a, w, bias, config)
+
+    monkeypatch.setattr(script, "_launch", tall_fails_on_qkv)
+    report = script.Report("")
+    assert script.section_bits(report, [33], deadline=float("inf")) is False
+    cases = report.data["sections"]["bits"]["cases"]
+    assert "shared memory" in cases[0]["error"] and cases[1]["bad_rows"]["n"] == 0

@@ -119,10 +119,12 @@ def select_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
     return found if found is not None else rule_config(N, K, dtype)
 
 
-# Prefill tiles: wgmma-friendly 128-row tiles and 8 warps; block_k and split_k stay the config's.
-# Shared memory per program: (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 bytes * stages <= 227 KB.
+# Prefill tiles: 128-row tiles and 8 warps; block_k and split_k stay the config's. A split tile holds two
+# fp32 accumulators (the split's and the total), so it stays 128 x 128 (128 registers a thread); one
+# accumulator may be 128 x 256 when block_k leaves room. Operand stages:
+# (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 bytes * stages, at most 192 KB of the 227 KB an SM has.
 _TALL_B16_BLOCK_M = 128
-_TALL_B16_BLOCK_N = {128: 128, 64: 256}  # by block_k: 192 KB and 144 KB of operand stages
+_TALL_B16_STAGE_BYTES = 160 * 1024  # 4 stages when they fit in this, else 3
 TALL_MIN_ROWS = 512  # launches with at least this many rows take the tall path when it is on
 
 
@@ -130,8 +132,11 @@ def tall_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
     """The tall-path launch config of `config`: bigger tiles, the same K order (block_k, split_k)."""
     if dtype == torch.float32:
         return dataclasses.replace(config, block_m=max(config.block_m, 128))
-    block_n = _TALL_B16_BLOCK_N.get(config.block_k, config.block_n)
-    return dataclasses.replace(config, block_m=_TALL_B16_BLOCK_M, block_n=block_n, num_warps=8, num_stages=3)
+    block_m = _TALL_B16_BLOCK_M
+    block_n = 256 if config.split_k == 1 and config.block_k <= 64 else 128
+    stage_bytes = (block_m + block_n) * config.block_k * 2
+    stages = 4 if 4 * stage_bytes <= _TALL_B16_STAGE_BYTES else 3
+    return dataclasses.replace(config, block_m=block_m, block_n=block_n, num_warps=8, num_stages=stages)
 
 
 def tall_path_on(M: int) -> bool:
