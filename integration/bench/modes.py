@@ -21,3 +21,9 @@ def engine_kwargs(mode: str, backend: str | None = None) -> dict:
         pinned = {"async_scheduling": _ASYNC[mode]} if mode in _ASYNC else {}
         return {"attention_backend": "vosti", **pinned}
     return {"attention_backend": backend} if backend else {}
+
+
+def attention_impl_names(model) -> list[str]:
+    """For LLM.apply_model (runs in the engine process): the attention implementations a model runs.
+    Lives in an importable module so it pickles by reference."""
+    return sorted({type(x.impl).__name__ for x in model.modules() if hasattr(x, "impl")})
