@@ -386,13 +386,32 @@ def _tile_key(cfg: dict) -> str:
     return f"{cfg['block_m']}x{cfg['block_n']}/w{cfg['num_warps']}/st{cfg['num_stages']}"
 
 
+def _print_summary(sections: dict) -> None:
+    timing = sections.get("timing", [])
+    if timing:
+        print("\n  timing summary (geometric means over the GEMMs):")
+        for M in sorted({r["M"] for r in timing}):
+            rows = [r for r in timing if r["M"] == M]
+            speedup = math.exp(sum(math.log(r["tall_speedup"]) for r in rows) / len(rows))
+            of_cublas = math.exp(sum(math.log(r["tall_over_cublas"]) for r in rows) / len(rows))
+            print(f"    M={M:5d}: tall is {speedup:5.2f}x the current path, {of_cublas:5.2f}x cuBLAS time", flush=True)
+    for key, best in sections.get("sweep", {}).get("per_tall_key", {}).items():
+        top = best["ranked_total_us"][:1]
+        print(f"  sweep {key:13s} fastest tile bit-equal on all its GEMMs: "
+              f"{top[0][0] + f' ({top[0][1]:.0f} us summed)' if top else 'none'}", flush=True)
+
+
 def main() -> int:
+    global DECODE_ROWS, SWEEP_M
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tall_gemm.json")
     ap.add_argument("--quick", action="store_true", help="M in {512, 4096} only")
     ap.add_argument("--no-sweep", action="store_true")
     ap.add_argument("--no-timing", action="store_true")
     ap.add_argument("--budget-s", type=float, default=540.0, help="stop starting new cases after this many seconds")
+    ap.add_argument("--decode-rows", type=int, default=None,
+                    help=f"rows per case recomputed by decode-sized launches (default {DECODE_ROWS}; 0: all)")
+    ap.add_argument("--sweep-m", type=int, default=None, help=f"M of the tile sweep (default {SWEEP_M})")
     ap.add_argument("--cpu-smoke", action="store_true", help="run the script logic on CPU with tiny fp32 shapes")
     args = ap.parse_args()
     t0 = time.time()
@@ -403,6 +422,10 @@ def main() -> int:
     elif not torch.cuda.is_available():
         print("FAIL: no CUDA device (use --cpu-smoke to check the script on CPU)")
         return 2
+    if args.decode_rows is not None:
+        DECODE_ROWS = args.decode_rows if args.decode_rows > 0 else 1 << 62
+    if args.sweep_m is not None:
+        SWEEP_M = args.sweep_m
     import triton
 
     from vosti_plugin.ops import matmul
@@ -437,6 +460,7 @@ def main() -> int:
     report.data["bits_pass"] = bits_ok and not report.data.get("bits_incomplete", False)
     report.data["wall_s"] = time.time() - t0
     report.flush()
+    _print_summary(report.data["sections"])
     for f in failures:
         print(f"MISMATCH: {f}")
     print(f"\nTALL BITS: {'PASS' if report.data['bits_pass'] else 'FAIL'}"
