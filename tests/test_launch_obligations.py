@@ -72,3 +72,14 @@ def test_launch_without_cached_proofs_verifies_the_catalog_once(tmp_path, monkey
     assert cached_results() is None
     assert unverified_configs(GOOD) == []
     assert cached_results() is not None, "the launch-time verification was not cached"
+
+
+def test_tall_gemm_configs_join_the_checked_launch_set_only_when_turned_on(monkeypatch):
+    from vosti_plugin.launch.verified import kernel_configs_for, unverified_configs
+
+    monkeypatch.delenv("VOSTI_TALL_GEMM", raising=False)
+    assert not any(name.endswith("/tall") for name in kernel_configs_for(GOOD))
+    monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
+    tall = [name for name in kernel_configs_for(GOOD) if name.endswith("/tall")]
+    assert len(tall) == 5
+    assert unverified_configs(GOOD) == []

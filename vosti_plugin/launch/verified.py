@@ -23,6 +23,7 @@ def linear_shapes(f: LaunchFacts) -> dict[str, tuple[int, int]]:
 
 def kernel_configs_for(f: LaunchFacts) -> dict:
     from vosti_plugin.attention.config import select_config as attention_config
+    from vosti_plugin.ops.matmul import TALL_MIN_ROWS, tall_config, tall_path_on
     from vosti_plugin.ops.matmul import select_config as matmul_config
 
     dtype = getattr(torch, f.dtype)
@@ -30,7 +31,10 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
         f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, dtype))}
     for name, (n, k) in linear_shapes(f).items():
         if n and k:
-            configs[f"matmul/{name}"] = {"N": n, "K": k, **dataclasses.asdict(matmul_config(n, k, dtype))}
+            config = matmul_config(n, k, dtype)
+            configs[f"matmul/{name}"] = {"N": n, "K": k, **dataclasses.asdict(config)}
+            if tall_path_on(TALL_MIN_ROWS):   # VOSTI_TALL_GEMM=1: prefill-sized GEMMs launch these too
+                configs[f"matmul/{name}/tall"] = {"N": n, "K": k, **dataclasses.asdict(tall_config(config, dtype))}
     return configs
 
 
