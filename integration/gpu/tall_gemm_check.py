@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import platform
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
 import torch  # noqa: E402
+
+from integration.gpu.dense_bench import Report  # noqa: E402
 
 MODELS = {  # model: {gemm: (N, K)}, TP=1
     "Llama-3.1-8B": {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
@@ -89,29 +89,6 @@ def _use_cpu_smoke() -> None:
         return dataclasses.replace(current(N, K), block_m=64, block_n=64)
 
     _current_config, _tall_config = current, tall
-
-
-class Report:
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.data: dict = {"sections": {}, "errors": {}}
-
-    def put(self, section: str, value) -> None:
-        self.data["sections"][section] = value
-        self.flush()
-
-    def error(self, section: str, exc: BaseException) -> None:
-        self.data["errors"][section] = "".join(traceback.format_exception(exc))[-4000:]
-        print(f"[{section}] ERROR: {exc!r}", flush=True)
-        self.flush()
-
-    def flush(self) -> None:
-        if not self.path:
-            return
-        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-        with open(self.path + ".tmp", "w") as f:
-            json.dump(self.data, f, indent=1, default=str)
-        os.replace(self.path + ".tmp", self.path)
 
 
 def _shapes() -> dict[tuple[int, int], list[str]]:
