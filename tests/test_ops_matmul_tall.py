@@ -10,6 +10,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from test_ops_matmul import _operands
 from vosti_plugin.ops import matmul
 
 # Small current-path configs (fp32, interpreter-fast) and the tile shapes a tall launch may use instead.
@@ -17,14 +18,6 @@ CURRENT_CONFIGS = [
     matmul.MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=s, num_stages=1) for s in (1, 2, 3, 4)
 ] + [matmul.MatmulConfig(block_m=16, block_n=16, block_k=16, split_k=s, num_stages=1) for s in (1, 3)]
 TALL_TILES = [(32, 64), (64, 32), (64, 64), (32, 128)]
-
-
-def _operands(seed: int, M: int, N: int, K: int, with_bias: bool):
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(M, K, generator=g)
-    w = torch.randn(N, K, generator=g) / K**0.5
-    bias = torch.randn(N, generator=g) if with_bias else None
-    return a, w, bias
 
 
 def _current(a, w, bias, config):

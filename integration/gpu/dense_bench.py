@@ -77,6 +77,18 @@ class Report:
         print(f"[{section}] ERROR: {exc!r}", flush=True)
         self.flush()
 
+    def run_section(self, name: str, fn, t0: float):
+        """Run one section under a header; its exception is recorded instead of ending the run."""
+        print(f"\n== {name} ({time.time() - t0:.0f}s)", flush=True)
+        try:
+            return fn()
+        except Exception as exc:
+            self.error(name, exc)
+            return None
+        finally:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+
     def flush(self) -> None:
         if not self.path:
             return
@@ -400,15 +412,9 @@ def main() -> int:
                       ("accuracy", lambda: section_accuracy(report)),
                       ("compile", lambda: section_compile(report) if DEVICE == "cuda" else None),
                       ("bench", lambda: section_bench(report, BENCH_M))):
-        print(f"\n== {name} ({time.time() - t0:.0f}s)", flush=True)
-        try:
-            result = run()
-            if name == "invariance":
-                invariance_ok = bool(result)
-        except Exception as exc:
-            report.error(name, exc)
-        if DEVICE == "cuda":
-            torch.cuda.empty_cache()
+        result = report.run_section(name, run, t0)
+        if name == "invariance":
+            invariance_ok = bool(result)
     if not args.no_sweep:
         print(f"\n== sweep ({time.time() - t0:.0f}s)", flush=True)
         try:

@@ -424,15 +424,9 @@ def main() -> int:
     if not args.no_sweep:
         sections.append(("sweep", lambda: section_sweep(report, deadline)))
     for name, run in sections:
-        print(f"\n== {name} ({time.time() - t0:.0f}s)", flush=True)
-        try:
-            result = run()
-            if name == "bits":
-                bits_ok = bool(result)
-        except Exception as exc:
-            report.error(name, exc)
-        if DEVICE == "cuda":
-            torch.cuda.empty_cache()
+        result = report.run_section(name, run, t0)
+        if name == "bits":
+            bits_ok = bool(result)
     failures = report.data["sections"].get("bits", {}).get("failures", [])
     report.data["bits_pass"] = bits_ok and not report.data.get("bits_incomplete", False)
     report.data["wall_s"] = time.time() - t0
