@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 
 # vosti: vosti's defaults (async scheduling as vLLM decides: on where supported); vosti-sync / vosti-async pin it.
-MODES = ("vosti", "vosti-sync", "vosti-async", "default", "bi")
+# vosti-tall: vosti's defaults with the tall GEMM path on (VOSTI_TALL_GEMM=1) for launches of 512+ rows.
+MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "default", "bi")
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
 
 
@@ -12,6 +13,8 @@ def prepare_environment(mode: str) -> None:
     """Call before importing vllm: BI mode is an environment switch."""
     if mode == "bi":
         os.environ["VLLM_BATCH_INVARIANT"] = "1"
+    if mode == "vosti-tall":
+        os.environ["VOSTI_TALL_GEMM"] = "1"
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes
 
 

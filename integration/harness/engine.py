@@ -34,6 +34,8 @@ MODES: dict[str, Mode] = {
                        engine={"async_scheduling": False}),
     "vosti-async": Mode("vosti-async", "vLLM + vosti, async scheduling", vosti=True, gpu_only=True,
                         engine={"async_scheduling": True}),
+    "vosti-tall": Mode("vosti-tall", "vLLM + vosti, tall GEMM path", vosti=True, gpu_only=True,
+                       env={"VOSTI_TALL_GEMM": "1"}),
     "default": Mode("default", "vLLM default"),
     "bi-flash": Mode("bi-flash", "vLLM BI, FLASH_ATTN", env={"VLLM_BATCH_INVARIANT": "1"},
                      attention_backend="FLASH_ATTN", gpu_only=True),
@@ -55,6 +57,8 @@ def unavailable_reason(mode: Mode) -> str | None:
     if mode.gpu_only and not has_gpu():
         if mode.engine.get("async_scheduling"):
             return "needs a CUDA GPU: vLLM's CPU platform turns async scheduling off"
+        if mode.env.get("VOSTI_TALL_GEMM"):
+            return "needs a CUDA GPU: the tall GEMM path is for 16-bit GEMMs on Triton's GPU backend"
         return "needs a CUDA GPU: VLLM_BATCH_INVARIANT=1 crashes on vLLM's CPU platform"
     return None
 

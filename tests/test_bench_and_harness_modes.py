@@ -1,0 +1,29 @@
+"""Mode switches that must be set before vLLM starts: what each bench/harness mode puts in the environment."""
+import os
+
+import pytest
+
+from integration.bench import modes as bench_modes
+from integration.harness import engine as harness_engine
+
+
+@pytest.mark.parametrize("mode", bench_modes.MODES)
+def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
+    for name in ("VOSTI_TALL_GEMM", "VLLM_BATCH_INVARIANT"):   # set first so monkeypatch restores the original
+        monkeypatch.setenv(name, "0")
+        monkeypatch.delenv(name)
+    bench_modes.prepare_environment(mode)
+    assert (os.environ.get("VOSTI_TALL_GEMM") == "1") == (mode == "vosti-tall")
+    assert (os.environ.get("VLLM_BATCH_INVARIANT") == "1") == (mode == "bi")
+    kw = bench_modes.engine_kwargs(mode)
+    assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
+
+
+def test_harness_tall_mode_sets_env_and_is_gpu_only(monkeypatch):
+    monkeypatch.delenv("VOSTI_TALL_GEMM", raising=False)
+    mode = harness_engine.get_mode("vosti-tall")
+    assert mode.vosti and mode.env == {"VOSTI_TALL_GEMM": "1"}
+    monkeypatch.setattr(harness_engine, "has_gpu", lambda: False)
+    assert "tall GEMM" in harness_engine.unavailable_reason(mode)
+    monkeypatch.setattr(harness_engine, "has_gpu", lambda: True)
+    assert harness_engine.unavailable_reason(mode) is None
