@@ -35,13 +35,23 @@ def weight_bytes(cfg: dict, bytes_per_elem: int = 2) -> int:
 
 
 def kv_bytes_per_token(cfg: dict, bytes_per_elem: int = 2) -> int:
+    """K + V bytes of one token over all layers."""
     hd = cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
     return 2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * hd * bytes_per_elem
 
 
+def kv_bytes_read(cfg: dict, context: int, bytes_per_elem: int = 2) -> int:
+    """K + V bytes one decode step reads for one sequence: a sliding-window layer reads its window only."""
+    per_layer = kv_bytes_per_token(cfg, bytes_per_elem) // cfg["num_hidden_layers"]
+    window = cfg.get("sliding_window")
+    kinds = cfg.get("layer_types") or ["full_attention"] * cfg["num_hidden_layers"]
+    return sum(per_layer * (min(context, window) if window and kind == "sliding_attention" else context)
+               for kind in kinds)
+
+
 def decode_floor_tok_s(cfg: dict, batch: int, context: int, bytes_per_elem: int = 2) -> float:
     """Tokens/s if each decode step only had to read the weights once and every sequence's KV once."""
-    step_bytes = weight_bytes(cfg, bytes_per_elem) + batch * context * kv_bytes_per_token(cfg, bytes_per_elem)
+    step_bytes = weight_bytes(cfg, bytes_per_elem) + batch * kv_bytes_read(cfg, context, bytes_per_elem)
     return batch * HBM_BYTES_PER_S / step_bytes
 
 

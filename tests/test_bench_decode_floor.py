@@ -1,0 +1,28 @@
+"""The HBM floor of the throughput bench: weights once per step plus the K/V each sequence's layers read."""
+from integration.bench.throughput import decode_floor_tok_s, kv_bytes_per_token, kv_bytes_read, weight_bytes
+from integration.harness.models import get, materialize
+
+
+def _config(name: str) -> dict:
+    import json
+
+    cfg = json.loads((materialize(get(name)) / "config.json").read_text())
+    return cfg.get("text_config", cfg)
+
+
+def test_full_attention_model_reads_every_cached_token_in_every_layer():
+    cfg = _config("llama31-8b")
+    assert kv_bytes_read(cfg, 16384) == 16384 * kv_bytes_per_token(cfg) == 16384 * 131072
+
+
+def test_sliding_window_layers_read_only_their_window():
+    cfg = _config("gemma3-4b")
+    per_layer = kv_bytes_per_token(cfg) // 34   # 2 x 4 KV heads x 256 x 2 bytes
+    assert per_layer == 4096
+    # 29 sliding layers (window 1024) and 5 full layers at 16K context
+    assert kv_bytes_read(cfg, 16384) == per_layer * (29 * 1024 + 5 * 16384)
+    assert kv_bytes_read(cfg, 512) == per_layer * 34 * 512   # inside the window every layer reads it all
+    floor = decode_floor_tok_s(cfg, 16, 16384)
+    assert floor == 16 * 4.3e12 / (weight_bytes(cfg) + 16 * kv_bytes_read(cfg, 16384))
+    every_layer_full = 16 * 4.3e12 / (weight_bytes(cfg) + 16 * 16384 * kv_bytes_per_token(cfg))
+    assert floor > 1.5 * every_layer_full
