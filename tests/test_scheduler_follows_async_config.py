@@ -40,3 +40,17 @@ def test_vllm_config_keeps_the_users_async_choice_and_vosti_scheduler(given, tin
     assert config.scheduler_config.async_scheduling is False
     cls = config.scheduler_config.get_scheduler_cls()
     assert type(cls.__new__(cls, vllm_config=config)) is VostiScheduler
+    from vosti_plugin.launch.facts import facts_from_vllm_config
+
+    assert facts_from_vllm_config(config).scheduler_built.endswith(".VostiScheduler")
+
+
+@pytest.mark.parametrize("async_scheduling", [True, False])
+def test_launch_facts_name_the_scheduler_the_engine_builds(async_scheduling):
+    from vosti_plugin.launch.facts import _built_scheduler
+
+    built = _built_scheduler(SCHEDULER_PATH, async_scheduling)
+    expected = VostiAsyncScheduler if async_scheduling else VostiScheduler
+    assert built == f"{expected.__module__}.{expected.__qualname__}"
+    assert _built_scheduler("vosti_plugin.scheduler.VostiAsyncScheduler", False).endswith("VostiAsyncScheduler")
+    assert _built_scheduler("no.such.Scheduler", async_scheduling) == "no.such.Scheduler"

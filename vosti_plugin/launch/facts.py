@@ -25,7 +25,8 @@ class LaunchFacts:
     num_gpu_blocks: int | None
     platform: str                   # "cpu" | "cuda" | ...
     kv_cache_dtype: str = "auto"
-    scheduler_cls: str = ""
+    scheduler_cls: str = ""         # as configured
+    scheduler_built: str = ""       # what the engine constructs (VostiScheduler picks its async subclass)
     async_scheduling: bool = False
     cascade_attention: bool = False
     speculative: bool = False
@@ -48,6 +49,19 @@ def _name(x) -> str:
     if isinstance(x, str):
         return x
     return f"{x.__module__}.{x.__qualname__}"
+
+
+def _built_scheduler(configured: str, async_scheduling: bool) -> str:
+    if not configured:
+        return ""
+    try:
+        from vllm.utils.import_utils import resolve_obj_by_qualname
+
+        cls = resolve_obj_by_qualname(configured)
+    except Exception:   # reported by the scheduler obligation
+        return configured
+    class_built = getattr(cls, "class_built", None)
+    return _name(class_built(async_scheduling)) if class_built else configured
 
 
 def _dtype_name(dtype) -> str:
@@ -85,6 +99,7 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
         platform=current_platform.device_type,
         kv_cache_dtype=str(cc.cache_dtype),
         scheduler_cls=_name(sc.scheduler_cls),
+        scheduler_built=_built_scheduler(_name(sc.scheduler_cls), bool(sc.async_scheduling)),
         async_scheduling=bool(sc.async_scheduling),
         cascade_attention=not bool(getattr(mc, "disable_cascade_attn", True)),
         speculative=vllm_config.speculative_config is not None,

@@ -62,10 +62,13 @@ def _async_scheduling_on(args, kwargs) -> bool:
 
 
 class VostiScheduler(_VostiScheduling, compat.scheduler_base()):
+    @classmethod
+    def class_built(cls, async_scheduling: bool) -> type:
+        """The class that constructing `cls` gives under this async setting."""
+        return VostiAsyncScheduler if cls is VostiScheduler and async_scheduling else cls
+
     def __new__(cls, *args, **kwargs):
-        if cls is VostiScheduler and _async_scheduling_on(args, kwargs):
-            cls = VostiAsyncScheduler
-        return object.__new__(cls)
+        return object.__new__(cls.class_built(_async_scheduling_on(args, kwargs)))
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
