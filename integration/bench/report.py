@@ -47,6 +47,38 @@ def throughput_markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def step_ms(row: dict) -> float:
+    """Milliseconds per decode step: the cached-context run also spends one step on the uncached tail."""
+    tokens = round(row["decode_tok_s"] * row["decode_s"] / row["batch"])
+    return 1e3 * row["decode_s"] / (tokens + (row.get("decode_method") == "cached"))
+
+
+def step_gap_markdown(results: list[dict]) -> str:
+    """vosti's decode step against default's, split into the gap at context 0 (dense ops, launches, host)
+    and the part that grows with context (attention): gap(ctx) = gap(0) + [attention(ctx) difference]."""
+    by_mode = {_label(r): _rows_by_key(r) for r in results}
+    default = by_mode.get("default")
+    vosti_modes = [m for m in by_mode if m.startswith("vosti")]
+    if not default or not vosti_modes:
+        return ""
+    lines = ["| mode | batch | context | vosti ms/step | default ms/step | gap ms | gap at context 0 | "
+             "gap growing with context |", "|---|---|---|---|---|---|---|---|"]
+    for v in vosti_modes:
+        for key in sorted(set(by_mode[v]) & set(default)):
+            if "decode_s" not in by_mode[v][key] or "decode_s" not in default[key]:
+                continue
+            ours, theirs = step_ms(by_mode[v][key]), step_ms(default[key])
+            zero = (key[0], 0)
+            cells = [v, str(key[0]), str(key[1]), f"{ours:.2f}", f"{theirs:.2f}", f"{ours - theirs:.2f}"]
+            if zero in by_mode[v] and zero in default and "decode_s" in by_mode[v][zero] and "decode_s" in default[zero]:
+                gap0 = step_ms(by_mode[v][zero]) - step_ms(default[zero])
+                cells += [f"{gap0:.2f}", f"{ours - theirs - gap0:.2f}"]
+            else:
+                cells += ["-", "-"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def agentic_markdown(results: list[dict]) -> str:
     lines = ["| mode | total s | mean session s | startup s |", "|---|---|---|---|"]
     for r in results:
@@ -92,6 +124,9 @@ def main(argv=None) -> int:
     if a.throughput:
         results = [json.loads(Path(p).read_text()) for p in a.throughput]
         parts.append("## Throughput (tok/s)\n\n" + throughput_markdown(results))
+        gaps = step_gap_markdown(results)
+        if gaps:
+            parts.append("## Decode step vs vLLM default (ms)\n\n" + gaps)
         plot(results, a.out / "decode_vs_context.png")
     if a.agentic:
         parts.append("## Agentic sessions\n\n" + agentic_markdown([json.loads(Path(p).read_text()) for p in a.agentic]))

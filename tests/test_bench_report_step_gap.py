@@ -1,0 +1,30 @@
+"""The report's decode-step table: ms per step from the bench rows, and vosti's gap to vLLM default split
+into the part already there at context 0 and the part that grows with context."""
+from integration.bench.report import step_gap_markdown, step_ms
+
+
+def _row(batch, context, step_ms_value, tokens=128, method="cached"):
+    steps = tokens + (method == "cached")
+    decode_s = step_ms_value * steps / 1e3
+    return {"batch": batch, "context": context, "decode_s": decode_s, "decode_method": method,
+            "decode_tok_s": batch * tokens / decode_s, "prefill_tok_s": 1.0, "decode_floor_tok_s": 1.0}
+
+
+def test_step_ms_counts_the_tail_step_of_a_cached_run():
+    assert abs(step_ms(_row(4, 1024, 6.5)) - 6.5) < 1e-9
+    assert abs(step_ms(_row(4, 1024, 6.5, method="subtracted")) - 6.5) < 1e-9
+
+
+def test_gap_splits_into_context_zero_and_context_growing_parts():
+    vosti = {"mode": "vosti", "rows": [_row(1, 0, 5.0), _row(1, 4096, 6.5), _row(4, 4096, 9.0)]}
+    default = {"mode": "default", "rows": [_row(1, 0, 4.5), _row(1, 4096, 5.25), _row(4, 4096, 7.0)]}
+    table = step_gap_markdown([vosti, default, {"mode": "bi", "rows": [_row(1, 0, 17.0)]}])
+    rows = {tuple(c.strip() for c in line.strip("|").split("|"))[1:3]: [c.strip() for c in line.strip("|").split("|")]
+            for line in table.splitlines()[2:]}
+    assert rows[("1", "0")][3:] == ["5.00", "4.50", "0.50", "0.50", "0.00"]
+    assert rows[("1", "4096")][3:] == ["6.50", "5.25", "1.25", "0.50", "0.75"]
+    assert rows[("4", "4096")][3:] == ["9.00", "7.00", "2.00", "-", "-"]   # no context-0 row at batch 4
+
+
+def test_no_table_without_default_or_vosti():
+    assert step_gap_markdown([{"mode": "bi", "rows": [_row(1, 0, 17.0)]}]) == ""
