@@ -1,25 +1,50 @@
 #!/usr/bin/env bash
-# The H200 session plan of #9, in priority order; writes everything under ${RES:-/root/res} and logs each step
+# An H200 session plan for #9: the STEPS below in order, everything under ${RES:-/root/res}, each step logged
 # to plan.log. Run it detached so it outlives one device call, and collect with integration/gpu/collect.sh:
-#   setsid nohup bash integration/gpu/plan_session.sh > /root/plan.out 2>&1 < /dev/null &
-# The tall GEMM path is benchmarked (mode vosti-tall) only when tall_gemm_check finds every row bit-equal.
+#   STEPS="tall harness-tall bench-llama" setsid nohup bash integration/gpu/plan_session.sh > /root/plan.out 2>&1 < /dev/null &
+# Steps: tall (tall_gemm_check; decides V), harness-tall (GPU determinism harness with mode vosti-tall, Llama and
+# Gemma sharing the GPU), bench-llama, agentic, bench-gemma, profile, dense-sweep, tall-sweep.
+# V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
+STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
 export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*" >> "$R/plan.log"; }
-grid() { env OUT="$R/$1" MODEL="$2" BENCH_MODES="$3" CONTEXTS=0,1024,4096,8192,16384 BATCHES=${4:-1,4,16} DECODE=128 \
-  MODE_TIMEOUT=280 bash integration/gpu/session.sh bench > "$R/$1.log" 2>&1; }
-log start
-timeout 200 python3 integration/gpu/tall_gemm_check.py --quick --no-sweep --budget-s 150 --out "$R/tall/tall_gemm.json" \
-  > "$R/tall.log" 2>&1; rc=$?
-log "tall rc=$rc $(grep 'TALL BITS' "$R/tall.log")"
-if [ $rc = 0 ]; then V=vosti-tall; else V=vosti; fi
-grid bench-llama llama31-8b "$V default bi"; log "bench-llama done ($V default bi)"
-if [ $V = vosti-tall ]; then grid bench-llama llama31-8b vosti 4; log "bench-llama vosti (tall off, batch 4) done"; fi
-env OUT="$R/agentic" BENCH_MODES="$V bi default" MODE_TIMEOUT=260 bash integration/gpu/session.sh agentic \
-  > "$R/agentic.log" 2>&1; log "agentic done"
-grid bench-gemma gemma3-4b "$V default bi"; log "bench-gemma done"
-env OUT="$R/profile" PROFILE_MODES="$V" PROFILE_CONTEXT=16384 BATCHES=16 MODE_TIMEOUT=200 \
-  bash integration/gpu/session.sh profile > "$R/profile.log" 2>&1; log "profile done"
-timeout 300 python3 integration/gpu/tall_gemm_check.py --quick --no-timing --budget-s 240 \
-  --out "$R/tall/tall_sweep.json" > "$R/tall_sweep.log" 2>&1
+grid() {  # grid DIR MODEL "MODES" [BATCHES]
+  env OUT="$R/$1" MODEL="$2" BENCH_MODES="$3" CONTEXTS=0,1024,4096,8192,16384 BATCHES=${4:-1,4,16} DECODE=128 \
+    MODE_TIMEOUT=280 bash integration/gpu/session.sh bench > "$R/$1-${3// /_}.log" 2>&1
+}
+V=vosti
+log "start: $STEPS"
+for step in $STEPS; do
+  case $step in
+    tall)
+      timeout 200 python3 integration/gpu/tall_gemm_check.py --quick --no-sweep --budget-s 150 \
+        --out "$R/tall/tall_gemm.json" > "$R/tall.log" 2>&1 && V=vosti-tall
+      log "tall: $(grep 'TALL BITS' "$R/tall.log") -> $V" ;;
+    harness-tall)
+      timeout 900 python3 -m integration.harness --scale gpu --models llama31-8b,gemma3-4b --modes vosti-tall \
+        --per-gpu 2 --worker-timeout 840 --out "$R/harness-tall" > "$R/harness-tall.log" 2>&1
+      log "harness-tall rc=$?" ;;
+    bench-llama)
+      grid bench-llama llama31-8b "$V default bi"
+      if [ $V = vosti-tall ]; then grid bench-llama llama31-8b vosti 4; fi
+      log "bench-llama done ($V default bi)" ;;
+    agentic)
+      env OUT="$R/agentic" BENCH_MODES="$V bi default" MODE_TIMEOUT=260 bash integration/gpu/session.sh agentic \
+        > "$R/agentic.log" 2>&1; log "agentic done" ;;
+    bench-gemma) grid bench-gemma gemma3-4b "$V default bi"; log "bench-gemma done" ;;
+    profile)
+      for m in llama31-8b gemma3-4b; do
+        env OUT="$R/profile" MODEL=$m PROFILE_MODES="$V" PROFILE_CONTEXT=16384 BATCHES=16 MODE_TIMEOUT=200 \
+          bash integration/gpu/session.sh profile > "$R/profile-$m.log" 2>&1
+      done; log "profile done" ;;
+    dense-sweep)
+      timeout 300 python3 integration/gpu/dense_bench.py --quick --budget-s 240 --out "$R/dense.json" \
+        > "$R/dense.log" 2>&1; log "dense-sweep rc=$?" ;;
+    tall-sweep)
+      timeout 300 python3 integration/gpu/tall_gemm_check.py --quick --no-timing --budget-s 240 \
+        --out "$R/tall/tall_sweep.json" > "$R/tall_sweep.log" 2>&1; log "tall-sweep rc=$?" ;;
+    *) log "unknown step $step" ;;
+  esac
+done
 log "ALL DONE"
