@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -115,3 +116,27 @@ def test_spent_budget_stops_the_sweep_and_still_writes_the_report(tmp_path):
     assert all(c["error"] == "skipped: time budget" for checks in data["checks"].values() for c in checks)
     assert "wall_s" in data and "summary" in data
     assert "time budget reached" in proc.stdout
+
+
+def test_extra_configs_come_right_after_the_shipped_one_when_launchable():
+    geometry = sweep.Geometry("llama-like", 32, 8, 128, 64)
+    shipped = select_config(128, 32, 8, 64, torch.bfloat16)
+    axes = sweep.gpu_plan(64, 8192, 40).axes
+    wanted = ("m64 n128 s256 w4 st2", "m8 n64 s512 w4 st2", "m16 n128 s128 w8 st2")  # m8: below tl.dot's 16
+    configs = sweep.candidate_configs(geometry, torch.bfloat16, shipped, axes, 40, gpu_constraints=True,
+                                      extra=wanted)
+    labels = [sweep.config_label(c) for c in configs]
+    assert labels[:3] == [sweep.config_label(shipped), wanted[0], wanted[2]]
+    assert wanted[1] not in labels
+
+
+@pytest.mark.parametrize("label", ["m64 n128 s256 w4 st2", "m16 n32 s1024 w8 st3"])
+def test_config_labels_parse_back(label):
+    geometry = sweep.Geometry("g", 8, 4, 256, 64)
+    assert sweep.config_label(sweep.make_config(geometry, **sweep.parse_label(label))) == label
+
+
+@pytest.mark.parametrize("label", ["m64 n128 s256 w4", "m64 x128 s256 w4 st2", "m64 n s256 w4 st2"])
+def test_bad_config_labels_are_refused(label):
+    with pytest.raises(ValueError, match="bad config label"):
+        sweep.parse_label(label)

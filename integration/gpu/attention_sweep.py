@@ -176,6 +176,20 @@ def config_label(config: AttentionLaunchConfig) -> str:
     return f"m{config.block_m} n{config.block_n} s{config.segment} w{config.num_warps} st{config.num_stages}"
 
 
+def parse_label(label: str) -> dict:
+    """config_label's inverse: "m64 n128 s256 w4 st2" -> make_config's keyword arguments."""
+    keys = {"m": "block_m", "n": "block_n", "s": "segment", "w": "num_warps", "st": "num_stages"}
+    fields = {}
+    for part in label.split():
+        prefix = part.rstrip("0123456789")
+        if prefix not in keys or prefix == part:
+            raise ValueError(f"bad config label {label!r}: expected like 'm64 n128 s256 w4 st2'")
+        fields[keys[prefix]] = int(part[len(prefix):])
+    if len(fields) != len(keys):
+        raise ValueError(f"bad config label {label!r}: needs m, n, s, w and st")
+    return fields
+
+
 def make_config(geometry: Geometry, block_m: int, block_n: int, segment: int, num_warps: int,
                 num_stages: int) -> AttentionLaunchConfig | None:
     """The config with these tiles for this geometry, or None when the kernel cannot take it."""
@@ -208,8 +222,8 @@ def infeasible_reason(config: AttentionLaunchConfig, geometry: Geometry, dtype: 
 
 
 def candidate_configs(geometry: Geometry, dtype: torch.dtype, shipped: AttentionLaunchConfig, axes: Axes,
-                      limit: int, gpu_constraints: bool) -> list[AttentionLaunchConfig]:
-    """Shipped first, then one-axis variations around three anchors (shipped, decode-leaning, prefill-leaning)
+                      limit: int, gpu_constraints: bool, extra: tuple[str, ...] = ()) -> list[AttentionLaunchConfig]:
+    """Shipped first, then the `extra` labels this geometry can launch, then one-axis variations around three anchors (shipped, decode-leaning, prefill-leaning)
     taken round-robin, then the rest of the grid in a fixed shuffled order; feasible and distinct only."""
     small_m = min(m for m in axes.block_m if m >= geometry.queries_per_kv and (not gpu_constraints or m >= 16))
     big_m = max(m for m in axes.block_m if m * geometry.head_dim <= 128 * 128 or m == small_m)
@@ -234,7 +248,8 @@ def candidate_configs(geometry: Geometry, dtype: torch.dtype, shipped: Attention
     round_robin = itertools.chain.from_iterable(itertools.zip_longest(
         *(variations(a) for a in (shipped, decode_anchor, prefill_anchor))))
     chosen: list[AttentionLaunchConfig] = [shipped]
-    for config in itertools.chain(round_robin, grid):
+    requested = [make_config(geometry, **parse_label(label)) for label in extra]
+    for config in itertools.chain(requested, round_robin, grid):
         if len(chosen) >= limit:
             break
         if config is None or config in chosen:
@@ -715,6 +730,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--geometries", default=None, help="comma-separated subset of geometry names")
     parser.add_argument("--page-size", type=int, default=64)
     parser.add_argument("--max-num-tokens", type=int, default=8192, help="deployment size for choose_path")
+    parser.add_argument("--extra", default="",
+                        help="comma-separated configs timed right after the shipped one, e.g. 'm64 n128 s256 w4 st2'")
     parser.add_argument("--check-top", type=int, default=None,
                         help="configs checked per geometry besides shipped (default 3; smoke: all)")
     return parser.parse_args(argv)
@@ -760,7 +777,8 @@ def main(argv=None) -> int:
     for geometry in plan.geometries:
         ship = select_config(geometry.head_dim, geometry.q_heads, geometry.kv_heads, geometry.page_size, plan.dtype)
         shipped[geometry.name] = ship
-        configs = candidate_configs(geometry, plan.dtype, ship, plan.axes, plan.max_candidates, plan.gpu_constraints)
+        configs = candidate_configs(geometry, plan.dtype, ship, plan.axes, plan.max_candidates, plan.gpu_constraints,
+                                    extra=tuple(x.strip() for x in args.extra.split(",") if x.strip()))
         data["candidates"][geometry.name] = [config_label(c) for c in configs]
         data["deployed_path"][geometry.name] = {config_label(c): deployed_path(geometry, plan.deployment, c)
                                                 for c in configs}

@@ -3,7 +3,8 @@
 # to plan.log. Run it detached so it outlives one device call, and collect with integration/gpu/collect.sh:
 #   STEPS="tall harness-tall bench-llama" setsid nohup bash integration/gpu/plan_session.sh > /root/plan.out 2>&1 < /dev/null &
 # Steps: tall (tall_gemm_check; decides V), harness-tall (GPU determinism harness with mode vosti-tall, Llama and
-# Gemma sharing the GPU), bench-llama, agentic, bench-gemma, profile, dense-sweep, tall-sweep.
+# Gemma sharing the GPU), bench-llama, agentic, bench-gemma, profile, dense-sweep, tall-sweep, attention-sweep
+# (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -44,6 +45,10 @@ for step in $STEPS; do
     tall-sweep)
       timeout 300 python3 integration/gpu/tall_gemm_check.py --quick --no-timing --budget-s 240 \
         --out "$R/tall/tall_sweep.json" > "$R/tall_sweep.log" 2>&1; log "tall-sweep rc=$?" ;;
+    attention-sweep)
+      timeout 300 python3 integration/gpu/attention_sweep.py --budget-s 230 --out "$R/attention_sweep.json" \
+        --extra "m64 n128 s256 w4 st2,m64 n64 s256 w4 st2,m64 n128 s512 w4 st2,m64 n64 s128 w8 st2,m64 n128 s256 w8 st2" \
+        > "$R/attention_sweep.log" 2>&1; log "attention-sweep rc=$?" ;;
     *) log "unknown step $step" ;;
   esac
 done
