@@ -63,6 +63,17 @@ def _use_cpu_smoke() -> None:
     SWEEP_M = (1, 16)
 
 
+def device_ready(cpu_smoke: bool, use_cpu_smoke) -> bool:
+    """Switch a GPU script to its CPU smoke shapes, or check that a CUDA device is there (printing why not)."""
+    if cpu_smoke:
+        use_cpu_smoke()
+        return True
+    if not torch.cuda.is_available():
+        print("FAIL: no CUDA device (use --cpu-smoke to check the script on CPU)")
+        return False
+    return True
+
+
 class Report:
     def __init__(self, path: str) -> None:
         self.path = path
@@ -392,10 +403,7 @@ def main() -> int:
     args = ap.parse_args()
     t0 = time.time()
     report = Report(args.out)
-    if args.cpu_smoke:
-        _use_cpu_smoke()
-    elif not torch.cuda.is_available():
-        print("FAIL: no CUDA device (use --cpu-smoke to check the script on CPU)")
+    if not device_ready(args.cpu_smoke, _use_cpu_smoke):
         return 2
     import triton
 

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
 
 import torch  # noqa: E402
 
-from integration.gpu.dense_bench import Report  # noqa: E402
+from integration.gpu.dense_bench import Report, device_ready  # noqa: E402
 
 MODELS = {  # model: {gemm: (N, K)}, TP=1
     "Llama-3.1-8B": {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336),
@@ -399,10 +399,7 @@ def main() -> int:
     t0 = time.time()
     deadline = t0 + args.budget_s
     report = Report(args.out)
-    if args.cpu_smoke:
-        _use_cpu_smoke()
-    elif not torch.cuda.is_available():
-        print("FAIL: no CUDA device (use --cpu-smoke to check the script on CPU)")
+    if not device_ready(args.cpu_smoke, _use_cpu_smoke):
         return 2
     if args.decode_rows is not None:
         DECODE_ROWS = args.decode_rows if args.decode_rows > 0 else 1 << 62
