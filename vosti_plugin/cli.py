@@ -89,6 +89,15 @@ def _mount_compare() -> None:
 _mount_compare()
 
 
+def _mount_bench() -> None:
+    from integration.bench.cli import bench
+
+    app.command("bench", help="Throughput: vosti vs stock vLLM (default, BI) vs cached context, one process per mode.")(bench)
+
+
+_mount_bench()
+
+
 def main() -> None:
     app()
 

@@ -55,17 +55,31 @@ def decode_floor_tok_s(cfg: dict, batch: int, context: int, bytes_per_elem: int 
     return batch * HBM_BYTES_PER_S / step_bytes
 
 
-def _bundled_geometry() -> dict:
-    from vosti_plugin.model.tiny import GEOMETRY
+def resolve_model(model: str) -> tuple[Path, dict, str]:
+    """(directory vLLM loads, text geometry, load_format) of a registry name (llama31-8b, gemma3-4b, qwen3-8b:
+    config only, dummy weights; tiny: the bundled model with its weights) or of a model directory (its weights)."""
+    path = Path(model)
+    if path.is_dir():
+        config_file = path / "config.json"
+        if not config_file.is_file():
+            raise ValueError(f"{model} is a directory without a config.json")
+        config = json.loads(config_file.read_text())
+        return path, config.get("text_config", config), "auto"
+    from integration.harness.models import get, materialize
 
-    return GEOMETRY
+    spec = get(model)
+    if spec.config is None:
+        from vosti_plugin.model.tiny import GEOMETRY
+
+        return materialize(spec), GEOMETRY, "auto"
+    return materialize(spec), spec.config.get("text_config", spec.config), "dummy"
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=MODES, required=True)
     ap.add_argument("--backend", default=None, help="stock attention backend (e.g. FLASH_ATTN, TRITON_ATTN)")
-    ap.add_argument("--model", default="llama31-8b")
+    ap.add_argument("--model", default="llama31-8b", help="llama31-8b, gemma3-4b, qwen3-8b, tiny or a model directory")
     ap.add_argument("--contexts", default="0,1024,4096,8192,16384")
     ap.add_argument("--batches", default="1,4,16")
     ap.add_argument("--decode-tokens", type=int, default=128)
@@ -75,13 +89,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     prepare_environment(a.mode)
-    from integration.harness.models import get, materialize
-
-    spec = get(a.model)
-    model_dir = materialize(spec)
+    model_dir, geometry, load_format = resolve_model(a.model)
     from vllm import LLM, SamplingParams
 
-    kw = dict(model=str(model_dir), load_format="dummy", skip_tokenizer_init=True, dtype=a.dtype,
+    kw = dict(model=str(model_dir), load_format=load_format, skip_tokenizer_init=True, dtype=a.dtype,
               max_model_len=a.max_model_len, gpu_memory_utilization=0.85, enable_prefix_caching=True,
               seed=0, max_num_seqs=64, enforce_eager=a.eager)
     kw.update(engine_kwargs(a.mode, a.backend))
@@ -90,12 +101,11 @@ def main(argv=None) -> int:
     res = {"mode": a.mode, "backend": a.backend, "model": a.model, "startup_s": time.perf_counter() - t0,
            "eager": a.eager, "rows": []}
     page_size = llm.llm_engine.vllm_config.cache_config.block_size
-    geometry = spec.config or _bundled_geometry()
     bytes_per_elem = 4 if a.dtype == "float32" else 2
     res["attention_impls"] = sorted(set(sum(llm.apply_model(attention_impl_names), [])))
     print(f"[{a.mode}] startup {res['startup_s']:.1f}s attention impls {res['attention_impls']}", flush=True)
     rng = random.Random(0)
-    vocab = min(spec.vocab_size, 100000)
+    vocab = min(geometry["vocab_size"], 100000)
 
     def prompts(n, length):
         return [{"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(max(length, 1))]} for _ in range(n)]
