@@ -26,3 +26,22 @@ def test_sliding_window_layers_read_only_their_window():
     assert floor == 16 * 4.3e12 / (weight_bytes(cfg) + 16 * kv_bytes_read(cfg, 16384))
     every_layer_full = 16 * 4.3e12 / (weight_bytes(cfg) + 16 * 16384 * kv_bytes_per_token(cfg))
     assert floor > 1.5 * every_layer_full
+
+
+def test_bench_model_resolution_registry_tiny_and_directory(tmp_path):
+    import json
+
+    import pytest
+
+    from integration.bench.throughput import resolve_model
+
+    path, geometry, load = resolve_model("gemma3-4b")
+    assert load == "dummy" and geometry["sliding_window"] == 1024 and (path / "config.json").is_file()
+    _, tiny, load = resolve_model("tiny")
+    assert load == "auto" and tiny["hidden_size"] == 128
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"vocab_size": 7}, "model_type": "x"}))
+    assert resolve_model(str(tmp_path)) == (tmp_path, {"vocab_size": 7}, "auto")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="without a config.json"):
+        resolve_model(str(empty))
