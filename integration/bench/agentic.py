@@ -46,10 +46,10 @@ async def _run(a) -> dict:
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from integration.harness.models import get, materialize
+    from integration.bench.throughput import resolve_model
 
-    spec = get(a.model)
-    kw = dict(model=str(materialize(spec)), load_format="dummy", skip_tokenizer_init=True, dtype=a.dtype,
+    model_dir, geometry, load_format = resolve_model(a.model)
+    kw = dict(model=str(model_dir), load_format=load_format, skip_tokenizer_init=True, dtype=a.dtype,
               max_model_len=a.first_len + a.turns * (a.turn_len + a.out_len) + 64, gpu_memory_utilization=0.85,
               enable_prefix_caching=True, seed=0, max_num_seqs=64)
     kw.update(engine_kwargs(a.mode, a.backend))
@@ -57,7 +57,7 @@ async def _run(a) -> dict:
     engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**kw))
     startup = time.perf_counter() - t0
     rng = random.Random(0)
-    vocab = min(30000, spec.vocab_size)
+    vocab = min(30000, geometry["vocab_size"])
     shared = [rng.randrange(10, vocab) for _ in range(a.shared_len)]
     try:
         t0 = time.perf_counter()

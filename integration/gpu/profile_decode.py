@@ -43,10 +43,10 @@ def main(argv=None) -> int:
     import torch
     from vllm import LLM, SamplingParams
 
-    from integration.harness.models import get, materialize
+    from integration.bench.throughput import resolve_model
 
-    spec = get(a.model)
-    kw = dict(model=str(materialize(spec)), load_format="dummy", skip_tokenizer_init=True, dtype="bfloat16",
+    model_dir, geometry, load_format = resolve_model(a.model)
+    kw = dict(model=str(model_dir), load_format=load_format, skip_tokenizer_init=True, dtype="bfloat16",
               max_model_len=a.context + 4 * a.steps + 64, gpu_memory_utilization=0.85,
               enable_prefix_caching=False, seed=0, max_num_seqs=64)
     kw.update(engine_kwargs(a.mode))
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     rng = random.Random(0)
     params = SamplingParams(temperature=0.0, max_tokens=3 * a.steps + 8, ignore_eos=True)
     for i in range(a.batch):
-        ids = [rng.randrange(10, min(spec.vocab_size, 100000)) for _ in range(a.context)]
+        ids = [rng.randrange(10, min(geometry["vocab_size"], 100000)) for _ in range(a.context)]
         engine.add_request(f"r{i}", {"prompt_token_ids": ids}, params)
     while not _decoding(engine, a.batch):         # prefill (possibly chunked) until every request decodes
         engine.step()
