@@ -28,3 +28,19 @@ def test_gap_splits_into_context_zero_and_context_growing_parts():
 
 def test_no_table_without_default_or_vosti():
     assert step_gap_markdown([{"mode": "bi", "rows": [_row(1, 0, 17.0)]}]) == ""
+
+
+def test_targets_table_counts_cells_meeting_each_target():
+    from integration.bench.report import targets_markdown
+
+    def rows(decode, prefill):
+        return [{**_row(b, c, 1000.0 * b / d), "prefill_tok_s": p}
+                for (b, c), d, p in zip(((1, 0), (1, 1024), (4, 1024)), decode, prefill)]
+
+    vosti = {"mode": "vosti", "rows": rows((180, 170, 600), (100, 20000, 30000))}
+    default = {"mode": "default", "rows": rows((200, 200, 700), (110, 40000, 36000))}
+    bi = {"mode": "bi", "rows": rows((50, 60, 200), (50, 30000, 30000))}
+    table = targets_markdown([vosti, default, bi]).splitlines()
+    assert table[2] == "| vosti | decode vs BI | 3.20x | 2.83-3.60x | 1/3 |"       # 3.6, 2.83, 3.0
+    assert table[3] == "| vosti | decode vs default | 0.90x | 0.85-0.90x | 1/3 |"   # 0.9, 0.85, 0.857
+    assert table[4] == "| vosti | prefill vs default | 0.80x | 0.50-0.83x | 1/2 |"  # context 0 left out

@@ -79,6 +79,27 @@ def step_gap_markdown(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def targets_markdown(results: list[dict]) -> str:
+    """Each vosti mode's ratio range against the targets of #9, and in how many cells it meets them.
+    Prefill at context 0 (one token per request) is left out."""
+    by_mode = {_label(r): _rows_by_key(r) for r in results}
+    default = by_mode.get("default", {})
+    bi = next((v for k, v in by_mode.items() if k.startswith("bi")), {})
+    checks = (("decode vs BI", bi, "decode_tok_s", TARGETS["decode_vs_bi"], 0),
+              ("decode vs default", default, "decode_tok_s", TARGETS["decode_vs_default"], 0),
+              ("prefill vs default", default, "prefill_tok_s", TARGETS["prefill_vs_default"], 1))
+    lines = ["| mode | ratio | target | range | cells meeting it |", "|---|---|---|---|---|"]
+    for v in (m for m in by_mode if m.startswith("vosti")):
+        for name, base, field, target, min_context in checks:
+            ratios = [by_mode[v][k][field] / base[k][field] for k in sorted(set(by_mode[v]) & set(base))
+                      if k[1] >= min_context]
+            if ratios:
+                met = sum(r >= target for r in ratios)
+                lines.append(f"| {v} | {name} | {target:.2f}x | {min(ratios):.2f}-{max(ratios):.2f}x | "
+                             f"{met}/{len(ratios)} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def agentic_markdown(results: list[dict]) -> str:
     lines = ["| mode | total s | mean session s | startup s |", "|---|---|---|---|"]
     for r in results:
@@ -124,6 +145,9 @@ def main(argv=None) -> int:
     if a.throughput:
         results = [json.loads(Path(p).read_text()) for p in a.throughput]
         parts.append("## Throughput (tok/s)\n\n" + throughput_markdown(results))
+        targets = targets_markdown(results)
+        if targets:
+            parts.append("## Against the targets\n\n" + targets)
         gaps = step_gap_markdown(results)
         if gaps:
             parts.append("## Decode step vs vLLM default (ms)\n\n" + gaps)
