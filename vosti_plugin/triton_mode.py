@@ -43,6 +43,16 @@ def _reinterpret_triton_library() -> None:
                 setattr(owner, name, new)
 
 
+def use_lane_invariant_interpreter() -> None:
+    """When kernels run through the interpreter, make its dot / reductions / math independent of the
+    host's BLAS and of a row's lane (`vosti_plugin.interpreter_numerics`). Every kernel module calls
+    this at import; idempotent, and nothing happens on a GPU."""
+    if interpreting():
+        from vosti_plugin import interpreter_numerics
+
+        interpreter_numerics.install()
+
+
 def ensure_interpreter_without_gpu() -> None:
     """Idempotent; call before importing any module that defines a vosti kernel."""
     if _has_gpu():
@@ -50,3 +60,4 @@ def ensure_interpreter_without_gpu() -> None:
     if not interpreting():
         os.environ["TRITON_INTERPRET"] = "1"
     _reinterpret_triton_library()
+    use_lane_invariant_interpreter()

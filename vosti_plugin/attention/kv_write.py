@@ -7,6 +7,9 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, tensor
+from vosti_plugin.triton_mode import use_lane_invariant_interpreter
+
+use_lane_invariant_interpreter()
 
 
 # Relational contract, proved by `vosti verify` (verifier/).  slot_write: token t of the left launch and

@@ -29,7 +29,10 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, scalar, tensor
+from vosti_plugin.triton_mode import use_lane_invariant_interpreter
 from vosti_plugin.attention.config import AttentionLaunchConfig
+
+use_lane_invariant_interpreter()
 
 # Sequences scanned per step when a program looks up which sequence it belongs to.
 _SEQ_SCAN_CHUNK = 128

@@ -12,7 +12,9 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, tensor
-from vosti_plugin.triton_mode import interpreting
+from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
+
+use_lane_invariant_interpreter()
 
 __all__ = ["BLOCK", "gelu_tanh_and_mul", "silu_and_mul"]
 

@@ -14,7 +14,9 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, scalar, tensor
-from vosti_plugin.triton_mode import interpreting
+from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
+
+use_lane_invariant_interpreter()
 
 __all__ = ["RMSNormConfig", "fused_add_rms_norm", "rms_norm", "select_config"]
 
