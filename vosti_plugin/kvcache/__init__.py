@@ -4,7 +4,15 @@
 adapt them to vLLM's KVCacheManager / BlockPool.
 """
 from vosti_plugin.kvcache.audit import KVCacheAuditError, ShadowAudit, audit_requested
-from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageCacheError, PageKey, PrefixHitStats, rolling_hash
+from vosti_plugin.kvcache.page_cache import (
+    ROOT,
+    PageCache,
+    PageCacheError,
+    PageKey,
+    PrefixHitStats,
+    PrefixMatch,
+    rolling_hash,
+)
 
 __all__ = [
     "ROOT",
@@ -13,6 +21,7 @@ __all__ = [
     "PageCacheError",
     "PageKey",
     "PrefixHitStats",
+    "PrefixMatch",
     "ShadowAudit",
     "audit_requested",
     "rolling_hash",

@@ -4,7 +4,8 @@ A page is a fixed-size run of KV slots. A *registered* page is identified by its
 (KV cache group, physical parent page, depth, exact token tuple, extra keys). The extra keys carry
 everything besides tokens that changes the KV (cache salt, LoRA, multimodal hashes), so they keep
 tenants apart. A rolling hash over (previous hash, tokens, extra) only *finds candidates*; a page is
-reused only when its whole key is equal, so a hash collision can never cause reuse.
+reused only when its whole key is equal, so a hash collision can never cause reuse. `PageIndex`
+re-indexes a long collision chain by a keyed digest, so collisions cannot make lookups slow either.
 
 Rules this module enforces (DESIGN.md "Cache rules"):
 - Registered pages are immutable: `check_writable` refuses them; new KV goes to private pages.
@@ -14,6 +15,10 @@ Rules this module enforces (DESIGN.md "Cache rules"):
   cannot be recycled under a retained child; a leaf's parent becomes evictable after it.
 - Every holder of a page also holds the page's whole ancestor chain (callers keep this; `audit()`
   checks it), so every unreferenced page is reclaimable by evicting leaves first.
+
+Memory is bounded by the pool whatever the workload: the lazy LRU heap of evictable leaves is
+compacted once its stale entries outnumber its live ones (`structure_sizes()` reports every
+structure's size).
 """
 from __future__ import annotations
 
@@ -21,8 +26,13 @@ import heapq
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-ROOT = -1
-"""Parent id of a depth-0 page."""
+from vosti_plugin.kvcache.page_index import CHAIN_CAP, KeyDigest, PageIndex, keyed_digest
+from vosti_plugin.kvcache.page_key import ROOT, PageKey
+
+__all__ = ["ROOT", "PageCache", "PageCacheError", "PageKey", "PrefixHitStats", "PrefixMatch", "rolling_hash"]
+
+HEAP_SLACK = 64
+"""Stale leaf-heap entries tolerated beyond the live ones before the heap is rebuilt."""
 
 CandidateHash = Callable[[int, tuple[int, ...], Hashable], int]
 
@@ -30,15 +40,6 @@ CandidateHash = Callable[[int, tuple[int, ...], Hashable], int]
 def rolling_hash(prev: int, tokens: tuple[int, ...], extra: Hashable) -> int:
     """Default candidate hash: Python's tuple hash chained over the prefix (process-local)."""
     return hash((prev, tokens, extra))
-
-
-@dataclass(frozen=True)
-class PageKey:
-    group: int
-    parent: int
-    depth: int
-    tokens: tuple[int, ...]
-    extra: Hashable = None
 
 
 @dataclass
@@ -69,12 +70,26 @@ class PageCacheError(RuntimeError):
 
 
 @dataclass
+class PrefixMatch:
+    """A lookup's result that a later lookup of the same request can resume from (`match_prefix`).
+
+    Valid while `pages[-1]` keeps the registration it had (`serial`): eviction takes only leaves, so
+    the ancestors of a still-registered page are still registered, under the same keys.
+    """
+
+    group: int
+    pages: list[int]
+    serial: int = 0
+
+
+@dataclass
 class _Page:
     ref: int = 0
     key: PageKey | None = None
     hash: int = 0
     children: int = 0
     tick: int = 0
+    serial: int = 0
 
 
 @dataclass
@@ -84,6 +99,8 @@ class PageCache:
     reserved: tuple[int, ...] = (0,)
     candidate_hash: CandidateHash = rolling_hash
     stats: PrefixHitStats = field(default_factory=PrefixHitStats)
+    key_digest: KeyDigest = keyed_digest
+    chain_cap: int = CHAIN_CAP
 
     def __post_init__(self) -> None:
         if self.page_size <= 0 or self.num_pages <= len(self.reserved):
@@ -97,10 +114,11 @@ class PageCache:
         self._leaf_heap: list[tuple[int, int]] = []
         self._leaves: dict[int, int] = {}
         self._retained_unreferenced = 0
-        self._by_hash: dict[int, list[int]] = {}
-        self._by_key: dict[PageKey, int] = {}
+        self._index = PageIndex(self.key, self.key_digest, self.chain_cap)
+        self._num_registered = 0
         self._staged: dict[int, PageKey] = {}
         self._clock = 0
+        self._serial = 0
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -137,22 +155,42 @@ class PageCache:
 
         `page_tokens[i]` holds the tokens of page i (only full pages are considered). Acquires nothing.
         """
+        return self.match_prefix(group, page_tokens, page_extras, max_pages).pages
+
+    def match_prefix(
+        self,
+        group: int,
+        page_tokens: Sequence[tuple[int, ...]],
+        page_extras: Sequence[Hashable] | None = None,
+        max_pages: int | None = None,
+        previous: PrefixMatch | None = None,
+    ) -> PrefixMatch:
+        """`lookup` that resumes from `previous` (an earlier match of the same token sequence) when it
+        is still valid, so only pages past it are hashed and compared; the result equals a fresh lookup."""
         limit = len(page_tokens) if max_pages is None else min(max_pages, len(page_tokens))
         found: list[int] = []
-        parent, h = ROOT, 0
-        for depth in range(limit):
+        if previous is not None and previous.group == group and self._still_registered(previous):
+            found = previous.pages[:limit]
+        parent = found[-1] if found else ROOT
+        h = self._pages[parent].hash if found else 0
+        for depth in range(len(found), limit):
             tokens = tuple(page_tokens[depth])
             if len(tokens) != self.page_size:
                 break
             extra = page_extras[depth] if page_extras is not None else None
             h = self.candidate_hash(h, tokens, extra)
-            want = PageKey(group, parent, depth, tokens, extra)
-            match = next((p for p in self._by_hash.get(h, ()) if self._pages[p].key == want), None)
+            match = self._index.find(h, PageKey(group, parent, depth, tokens, extra))
             if match is None:
                 break
             found.append(match)
             parent = match
-        return found
+        return PrefixMatch(group, found, self._pages[found[-1]].serial if found else 0)
+
+    def _still_registered(self, match: PrefixMatch) -> bool:
+        if not match.pages:
+            return True
+        st = self._pages[match.pages[-1]]
+        return st.key is not None and st.serial == match.serial
 
     def page_hash(self, page: int) -> int:
         return self._pages[page].hash
@@ -245,12 +283,14 @@ class PageCache:
                 prev_hash = parent.hash
             else:
                 prev_hash = 0
-            if key in self._by_key:
+            h = self.candidate_hash(prev_hash, key.tokens, key.extra)
+            if self._index.find(h, key) is not None:
                 continue
-            st.key = key
-            st.hash = self.candidate_hash(prev_hash, key.tokens, key.extra)
-            self._by_key[key] = p
-            self._by_hash.setdefault(st.hash, []).append(p)
+            st.key, st.hash = key, h
+            self._serial += 1
+            st.serial = self._serial
+            self._index.add(h, p)
+            self._num_registered += 1
             if key.parent != ROOT:
                 parent = self._pages[key.parent]
                 parent.children += 1
@@ -266,9 +306,9 @@ class PageCache:
         if any(st.ref for p, st in enumerate(self._pages) if p not in self._reserved):
             return False
         for p, st in enumerate(self._pages):
-            st.key, st.hash, st.children = None, 0, 0
-        self._by_hash.clear()
-        self._by_key.clear()
+            st.key, st.hash, st.children, st.serial = None, 0, 0, 0
+        self._index.clear()
+        self._num_registered = 0
         self._leaves.clear()
         self._leaf_heap.clear()
         self._staged.clear()
@@ -283,6 +323,14 @@ class PageCache:
         tick = self._pages[p].tick
         self._leaves[p] = tick
         heapq.heappush(self._leaf_heap, (tick, p))
+        if len(self._leaf_heap) > 2 * len(self._leaves) + HEAP_SLACK:
+            self._compact_leaf_heap()
+
+    def _compact_leaf_heap(self) -> None:
+        """Drop stale entries (a leaf re-referenced or turned parent since it was pushed). Amortised
+        O(1) per push: a rebuild of L live entries follows at least L + HEAP_SLACK stale pushes."""
+        self._leaf_heap = [(tick, p) for p, tick in self._leaves.items()]
+        heapq.heapify(self._leaf_heap)
 
     def _evict_one_leaf(self) -> int:
         while self._leaf_heap:
@@ -301,18 +349,32 @@ class PageCache:
         st = self._pages[p]
         key = st.key
         assert key is not None and st.ref == 0 and st.children == 0
-        bucket = self._by_hash[st.hash]
-        bucket.remove(p)
-        if not bucket:
-            del self._by_hash[st.hash]
-        del self._by_key[key]
-        st.key, st.hash = None, 0
+        self._index.remove(st.hash, p)
+        self._num_registered -= 1
+        st.key, st.hash, st.serial = None, 0, 0
         self._retained_unreferenced -= 1
         if key.parent != ROOT:
             parent = self._pages[key.parent]
             parent.children -= 1
             if parent.children == 0 and parent.ref == 0:
                 self._push_leaf(key.parent)
+
+    # ---- size of every structure (memory bound checks) -----------------------------------------
+
+    def structure_sizes(self) -> dict[str, int]:
+        """Entries held by each structure that can grow; all are bounded by `num_pages` (the heap by
+        2 x leaves + HEAP_SLACK)."""
+        return {
+            "pages": len(self._pages),
+            "leaf_heap": len(self._leaf_heap),
+            "leaves": len(self._leaves),
+            "free_private": len(self._free_private),
+            "free_private_set": len(self._free_private_set),
+            "index_pages": self._num_registered,
+            "index_buckets": self._index.num_buckets(),
+            "index_digests": self._index.num_digest_entries(),
+            "staged": len(self._staged),
+        }
 
     # ---- self-check ----------------------------------------------------------------------------
 
@@ -327,10 +389,8 @@ class PageCache:
                 continue
             if p in self._reserved:
                 raise PageCacheError(f"reserved page {p} is registered")
-            if self._by_key.get(k) != p:
-                raise PageCacheError(f"page {p}: key index disagrees")
-            if p not in self._by_hash.get(st.hash, ()):
-                raise PageCacheError(f"page {p}: hash index disagrees")
+            if not self._index.contains(st.hash, p) or self._index.find(st.hash, k) != p:
+                raise PageCacheError(f"page {p}: index disagrees")
             if k.parent != ROOT:
                 parent = self._pages[k.parent]
                 if parent.key is None or parent.key.depth != k.depth - 1 or parent.key.group != k.group:
@@ -357,8 +417,16 @@ class PageCache:
         retained = sum(1 for st in self._pages if st.key is not None and st.ref == 0)
         if retained != self._retained_unreferenced:
             raise PageCacheError("unreferenced registered count disagrees")
-        if sum(len(b) for b in self._by_hash.values()) != len(self._by_key):
-            raise PageCacheError("hash index holds stale pages")
+        registered = sum(1 for st in self._pages if st.key is not None)
+        if len(self._index) != registered or self._num_registered != registered:
+            raise PageCacheError("index holds stale pages")
+        if self._index.num_digest_entries() > registered:
+            raise PageCacheError("digest index holds stale pages")
+        live = set(self._leaves.items())
+        if not live <= {(p, t) for t, p in self._leaf_heap}:
+            raise PageCacheError("an evictable leaf has no leaf-heap entry")
+        if len(self._leaf_heap) > 2 * len(self._leaves) + HEAP_SLACK:
+            raise PageCacheError(f"leaf heap holds {len(self._leaf_heap)} entries for {len(self._leaves)} leaves")
         for p in self._staged:
             if self._pages[p].key is not None or self._pages[p].ref == 0:
                 raise PageCacheError(f"staged page {p} is registered or unreferenced")

@@ -3,7 +3,9 @@
 Everything the scheduler and the worker see (KVCacheBlocks, block ids, the null block, the
 coordinator's per-request block lists) stays vLLM's; what changes is the policy behind it:
 - `get_computed_blocks` walks the PageCache with the request's exact page tokens and extra keys,
-  takes the shortest hit over KV cache groups and never covers the last token;
+  takes the shortest hit over KV cache groups and never covers the last token; a request that stays
+  waiting resumes its walk next step from the pages it matched (dropped on admission, on free, and
+  ignored once its last matched page was evicted), so a long waiting prompt is not re-hashed per step;
 - full pages are staged while the step is scheduled and published after it (`publish_step`), so
   this step's lookups never see pages this step writes;
 - the block pool evicts only unreferenced leaves;
@@ -13,14 +15,25 @@ Supported groups: full attention and sliding window (one shared page size). Anyt
 """
 from __future__ import annotations
 
+import json
+import os
+
 from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
 from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager, SlidingWindowManager
 
 from vosti_plugin import compat
 from vosti_plugin.kvcache.audit import KVCacheAuditError, ShadowAudit
-from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageKey, PrefixHitStats, rolling_hash
+from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageKey, PrefixHitStats, PrefixMatch, rolling_hash
 from vosti_plugin.kvcache.request_pages import page_extras, page_tokens
 from vosti_plugin.kvcache.vllm_block_pool import VostiBlockPool
+
+
+MAX_REMEMBERED_MATCHES = 4096
+"""Waiting requests whose prefix match is kept between steps (oldest dropped first past this)."""
+
+STATS_FILE_ENV = "VOSTI_KV_STATS_FILE"
+"""If set, the manager rewrites this JSON file with its counters after every step and free (soak tests
+read it from outside the engine process)."""
 
 
 class UnsupportedKVCacheLayout(ValueError):
@@ -82,6 +95,10 @@ class VostiKVCacheManager(KVCacheManager):
         self._check_one_request_fits()
         self.enable_kv_cache_events = False
         self._pending_write_tokens: list[tuple] = []
+        self._waiting_matches: dict[str, list[PrefixMatch]] = {}
+        self.num_resumed_lookups = 0
+        self._stats_file = os.environ.get(STATS_FILE_ENV) or None
+        self._last_stats: dict | None = None
         return self
 
     def _check_one_request_fits(self) -> None:
@@ -113,10 +130,16 @@ class VostiKVCacheManager(KVCacheManager):
         max_pages = (request.num_tokens - 1) // self.page_size
         tokens = page_tokens(request, self.page_size, max_pages)
         extras = page_extras(request, self.page_size, max_pages)
-        per_group, num_pages = [], max_pages
-        for g in range(self.num_kv_cache_groups):  # a hit needs its pages in every group
-            per_group.append(self.page_cache.lookup(g, tokens, extras, num_pages))
-            num_pages = len(per_group[-1])
+        previous = self._waiting_matches.pop(request.request_id, None)
+        if previous is not None:
+            self.num_resumed_lookups += 1
+        matches = [
+            self.page_cache.match_prefix(g, tokens, extras, max_pages, previous[g] if previous else None)
+            for g in range(self.num_kv_cache_groups)
+        ]
+        self._remember(request.request_id, matches)
+        per_group = [m.pages for m in matches]
+        num_pages = min(len(pages) for pages in per_group)  # a hit needs its pages in every group
         if self.shadow is not None:
             for g, pages in enumerate(per_group):
                 parent = ROOT
@@ -138,8 +161,32 @@ class VostiKVCacheManager(KVCacheManager):
         admitted = request.num_computed_tokens == 0
         blocks = super().allocate_slots(request, num_new_tokens, num_new_computed_tokens, *args, **kwargs)
         if blocks is not None and admitted:
+            self._waiting_matches.pop(request.request_id, None)
             self.page_cache.stats.record(request.num_tokens, num_new_computed_tokens)
         return blocks
+
+    def _remember(self, request_id: str, matches: list[PrefixMatch]) -> None:
+        while len(self._waiting_matches) >= MAX_REMEMBERED_MATCHES:
+            del self._waiting_matches[next(iter(self._waiting_matches))]
+        self._waiting_matches[request_id] = matches
+
+    def num_remembered_matches(self) -> int:
+        return len(self._waiting_matches)
+
+    def free(self, request) -> None:
+        self._waiting_matches.pop(request.request_id, None)
+        super().free(request)
+        self._write_stats()
+
+    def pop_blocks_for_free(self, request):
+        self._waiting_matches.pop(request.request_id, None)
+        return super().pop_blocks_for_free(request)
+
+    def reset_prefix_cache(self) -> bool:
+        done = super().reset_prefix_cache()
+        if done:
+            self._waiting_matches.clear()
+        return done
 
     def get_num_common_prefix_blocks(self, running_request_id: str) -> list[int]:
         """Always 0: cascade attention would make a row's arithmetic depend on its neighbours."""
@@ -147,7 +194,39 @@ class VostiKVCacheManager(KVCacheManager):
 
     def publish_step(self) -> list[int]:
         """Called once per scheduler step after every lookup and allocation of the step."""
-        return self.block_pool.publish_staged()
+        pages = self.block_pool.publish_staged()
+        self._write_stats()
+        return pages
+
+    def kv_stats(self) -> dict:
+        cache = self.page_cache
+        s = cache.stats
+        return {
+            "num_pages": cache.num_pages,
+            "usable_pages": cache.num_pages - len(cache.reserved),
+            "free_pages": cache.num_free(),
+            "registered_pages": len(cache.registered_pages()),
+            "queries": s.queries,
+            "hits": s.hits,
+            "query_tokens": s.query_tokens,
+            "hit_tokens": s.hit_tokens,
+            "evictions": s.evictions,
+            "resumed_lookups": self.num_resumed_lookups,
+            "remembered_matches": len(self._waiting_matches),
+            "structure_sizes": cache.structure_sizes(),
+        }
+
+    def _write_stats(self) -> None:
+        if self._stats_file is None:
+            return
+        stats = self.kv_stats()
+        if stats == self._last_stats:
+            return
+        self._last_stats = stats
+        tmp = f"{self._stats_file}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(stats, f)
+        os.replace(tmp, self._stats_file)
 
     def discard_staged(self) -> None:
         self.page_cache.discard_staged()
