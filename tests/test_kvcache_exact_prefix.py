@@ -30,10 +30,15 @@ def weak_hash(prev, tokens, extra):
     return sum(tokens) % 2
 
 
+def constant_digest(key):
+    return b"same"
+
+
 class _Req:
     def __init__(self, rid: int, tokens: list[int], salt):
         self.rid, self.tokens, self.salt = rid, list(tokens), salt
         self.pages: list[int] = []
+        self.match = None  # the prefix match remembered while the request waits
 
 
 class PageCacheMachine(RuleBasedStateMachine):
@@ -44,10 +49,16 @@ class PageCacheMachine(RuleBasedStateMachine):
     """
 
     candidate_hash = None
+    key_digest = None
+    chain_cap = None
 
     @initialize()
     def setup(self):
         kwargs = {} if self.candidate_hash is None else {"candidate_hash": type(self).candidate_hash}
+        if self.key_digest is not None:
+            kwargs["key_digest"] = type(self).key_digest
+        if self.chain_cap is not None:
+            kwargs["chain_cap"] = self.chain_cap
         self.cache = PageCache(num_pages=NUM_PAGES, page_size=PAGE, reserved=(0,), **kwargs)
         self.mem: dict[int, tuple] = {}
         self.live: dict[int, _Req] = {}
@@ -78,7 +89,10 @@ class PageCacheMachine(RuleBasedStateMachine):
     def _admit(self, req: _Req) -> bool:
         """Prefix lookup (never covering the last token), then private pages for the rest."""
         max_pages = (len(req.tokens) - 1) // PAGE
-        hit = self.cache.lookup(0, self._page_tokens(req, max_pages), [(req.salt,)] * max_pages, max_pages)
+        tokens, extras = self._page_tokens(req, max_pages), [(req.salt,)] * max_pages
+        hit = self.cache.lookup(0, tokens, extras, max_pages)
+        req.match = self.cache.match_prefix(0, tokens, extras, max_pages, previous=req.match)
+        assert req.match.pages == hit, "a resumed match differs from a fresh lookup"
         for d, p in enumerate(hit):
             assert self.mem[p] == (req.salt, tuple(req.tokens[: (d + 1) * PAGE])), "reused a page with other KV"
         need = -(-len(req.tokens) // PAGE) - len(hit)
@@ -86,6 +100,7 @@ class PageCacheMachine(RuleBasedStateMachine):
         if need + evictable_hits > self.cache.num_free():
             return False
         self.cache.acquire(hit)
+        req.match = None
         req.pages = list(hit)
         for d, p in enumerate(hit):
             self.shadow.on_reuse(p, self._key(req, d))
@@ -219,12 +234,34 @@ class WeakHashMachine(PageCacheMachine):
     candidate_hash = staticmethod(weak_hash)
 
 
-# 3 machines x 50 examples x up to 50 steps (measured: ~2,250 executed steps per machine).
+class CollidingDigestMachine(PageCacheMachine):
+    """Hash and digest collide on everything and every bucket is digest-indexed: only the exact key
+    check stands between a lookup and a wrong page."""
+
+    candidate_hash = staticmethod(constant_hash)
+    key_digest = staticmethod(constant_digest)
+    chain_cap = 0
+
+
+class DigestIndexedMachine(PageCacheMachine):
+    candidate_hash = staticmethod(constant_hash)
+    chain_cap = 0
+
+
+# 5 machines x 50 examples x up to 50 steps (measured: ~2,250 executed steps per machine).
 _STATEFUL = settings(max_examples=50, stateful_step_count=50, deadline=None)
 TestPageCacheStateMachine = PageCacheMachine.TestCase
 TestPageCacheStateMachineConstantHash = CollidingHashMachine.TestCase
 TestPageCacheStateMachineWeakHash = WeakHashMachine.TestCase
-for _case in (TestPageCacheStateMachine, TestPageCacheStateMachineConstantHash, TestPageCacheStateMachineWeakHash):
+TestPageCacheStateMachineConstantDigest = CollidingDigestMachine.TestCase
+TestPageCacheStateMachineDigestIndexed = DigestIndexedMachine.TestCase
+for _case in (
+    TestPageCacheStateMachine,
+    TestPageCacheStateMachineConstantHash,
+    TestPageCacheStateMachineWeakHash,
+    TestPageCacheStateMachineConstantDigest,
+    TestPageCacheStateMachineDigestIndexed,
+):
     _case.settings = _STATEFUL
 del _case
 

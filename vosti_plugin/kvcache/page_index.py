@@ -132,9 +132,9 @@ class PageIndex:
             b.pages.remove(page)
         else:
             d = self._page_digest.pop(page)
-            slot = b.by_digest[d]
-            slot.remove(page)
-            if not slot:
+            same_digest = b.by_digest[d]
+            same_digest.remove(page)
+            if not same_digest:
                 del b.by_digest[d]
         b.size -= 1
         if b.size == 0:
