@@ -135,3 +135,49 @@ def test_sliding_window_pool_too_small_for_whole_chains_is_refused():
     with pytest.raises(UnsupportedKVCacheLayout, match="sliding-window"):
         _manager(spec=spec, num_blocks=12)  # max_model_len 1024 needs 64 pages
     assert _manager(spec=spec, num_blocks=80).page_size == PAGE
+
+
+def test_a_waiting_request_resumes_its_match_and_sees_evictions():
+    """A request that cannot be admitted keeps its matched pages between steps; the next lookup resumes
+    from them (only pages past the match are hashed), still equal to a fresh lookup after an eviction."""
+    mgr = _manager(num_blocks=6)  # 5 usable pages
+    prompt = list(range(1, 3 * PAGE + 2))
+    a = _request("a", prompt)
+    _admit(mgr, a)
+    _record_writes(mgr, a, 0)
+    mgr.publish_step()
+    mgr.free(a)  # a's 3 full pages stay registered, unreferenced
+    waiting = _request("w", prompt)
+    assert mgr.get_computed_blocks(waiting)[1] == 3 * PAGE
+    assert mgr.num_remembered_matches() == 1 and mgr.num_resumed_lookups == 0
+    assert mgr.get_computed_blocks(waiting)[1] == 3 * PAGE
+    assert mgr.num_resumed_lookups == 1
+    hog = _request("hog", [7] * (3 * PAGE))  # takes 2 free pages, then evicts a's tail page
+    _admit(mgr, hog)
+    assert mgr.hit_stats.evictions == 1
+    blocks, hit, _ = mgr.get_computed_blocks(waiting)
+    assert hit == 2 * PAGE and mgr.num_resumed_lookups == 2
+    fresh = _request("fresh", prompt)
+    assert blocks.get_block_ids() == mgr.get_computed_blocks(fresh)[0].get_block_ids()
+    mgr.free(fresh)
+    mgr.free(hog)
+    _admit(mgr, waiting)
+    assert mgr.num_remembered_matches() == 0  # dropped on admission and on free
+
+
+def test_stats_file_reports_free_pages_after_the_load_drains(tmp_path, monkeypatch):
+    import json
+
+    path = tmp_path / "kv.json"
+    monkeypatch.setenv("VOSTI_KV_STATS_FILE", str(path))
+    mgr = _manager(num_blocks=6)
+    a = _request("a", range(1, 3 * PAGE + 1))
+    _admit(mgr, a)
+    _record_writes(mgr, a, 0)
+    mgr.publish_step()
+    held = json.loads(path.read_text())
+    assert held["free_pages"] == 2 and held["usable_pages"] == 5 and held["registered_pages"] == 3
+    mgr.free(a)
+    drained = json.loads(path.read_text())
+    assert drained["free_pages"] == drained["usable_pages"] == 5
+    assert max(drained["structure_sizes"].values()) <= 2 * 6 + 64
