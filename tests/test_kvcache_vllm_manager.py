@@ -83,6 +83,7 @@ def test_salt_is_part_of_page_identity():
     _record_writes(mgr, a, 0)
     mgr.publish_step()
     assert mgr.get_computed_blocks(_request("b", range(1, 41), salt="other"))[1] == 0
+    assert mgr.get_computed_blocks(_request("e", range(1, 41), salt=""))[1] == 0  # "" is its own tenant
     assert mgr.get_computed_blocks(_request("c", range(1, 41)))[1] == 2 * PAGE
 
 

@@ -8,6 +8,13 @@ from collections.abc import Hashable, Sequence
 
 
 def tenant_namespace(request) -> Hashable:
+    """Part of every page's identity: (cache salt, LoRA). Pages are shared only within equal namespaces.
+
+    An empty salt: vLLM's OpenAI server refuses `cache_salt=""` (HTTP 400, `validate_cache_salt`), and
+    vLLM's offline renderer drops a falsy salt before the engine, so `LLM.generate` with `""` sends an
+    unsalted request (use a non-empty salt for isolation). A request that still reaches this manager with
+    `""` (built directly) is a tenant of its own: `""` is not `None`, so it never shares with unsalted ones.
+    """
     lora = request.lora_request
     return (request.cache_salt, None if lora is None else (lora.lora_name, lora.lora_int_id))
 

@@ -97,6 +97,7 @@ class VostiKVCacheManager(KVCacheManager):
         self._pending_write_tokens: list[tuple] = []
         self._waiting_matches: dict[str, list[PrefixMatch]] = {}
         self.num_resumed_lookups = 0
+        self.frees_by_status: dict[str, int] = {}
         self._stats_file = os.environ.get(STATS_FILE_ENV) or None
         self._last_stats: dict | None = None
         return self
@@ -176,6 +177,10 @@ class VostiKVCacheManager(KVCacheManager):
     def free(self, request) -> None:
         self._waiting_matches.pop(request.request_id, None)
         super().free(request)
+        # vLLM frees a preempted request while it is still RUNNING, a finished one after it finished
+        status = getattr(request.status, "name", str(request.status))
+        status = "PREEMPTED" if status == "RUNNING" else status
+        self.frees_by_status[status] = self.frees_by_status.get(status, 0) + 1
         self._write_stats()
 
     def pop_blocks_for_free(self, request):
@@ -213,6 +218,7 @@ class VostiKVCacheManager(KVCacheManager):
             "evictions": s.evictions,
             "resumed_lookups": self.num_resumed_lookups,
             "remembered_matches": len(self._waiting_matches),
+            "frees_by_status": dict(self.frees_by_status),
             "structure_sizes": cache.structure_sizes(),
         }
 
