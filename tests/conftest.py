@@ -1,7 +1,28 @@
 """Test-wide settings: CPU runs through the Triton interpreter in fp32; vLLM starts in-process."""
 import os
+import platform
+import sys
 
-import pytest
+
+def _force_lane_dependent_blas() -> None:
+    """Run the suite on OpenBLAS's Haswell kernel, which gives a GEMM row other bits at other lanes of
+    a tile (the kernel an AMD EPYC host picks): every bitwise test then sees the worst host we know of,
+    whatever CPU runs it. Needs AVX2 + FMA, and numpy not imported yet; VOSTI_TEST_BLAS=host opts out."""
+    if os.environ.get("VOSTI_TEST_BLAS", "haswell") != "haswell" or "numpy" in sys.modules:
+        return
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return
+    try:
+        flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return
+    if " avx2" in flags and " fma" in flags:
+        os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
+
+_force_lane_dependent_blas()
+
+import pytest  # noqa: E402
 
 try:
     import torch

@@ -194,6 +194,9 @@ class VostiAttentionImpl(_AttentionImpl):
         from vosti_plugin.launch.check import check_in_engine_process
 
         check_in_engine_process(vllm_config, where="worker")
+        from vosti_plugin.launch.host_numerics import check_in_worker
+
+        check_in_worker(vllm_config)   # once per process: this host's kernels are lane-invariant
         self.max_num_tokens = vllm_config.scheduler_config.max_num_batched_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
         self.page_size = vllm_config.cache_config.block_size
