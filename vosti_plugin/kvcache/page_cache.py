@@ -150,12 +150,14 @@ class PageCache:
         page_tokens: Sequence[tuple[int, ...]],
         page_extras: Sequence[Hashable] | None = None,
         max_pages: int | None = None,
+        previous: PrefixMatch | None = None,
     ) -> list[int]:
         """Longest chain of registered pages whose keys equal the given prefix, page by page.
 
         `page_tokens[i]` holds the tokens of page i (only full pages are considered). Acquires nothing.
+        `previous`: see `match_prefix`.
         """
-        return self.match_prefix(group, page_tokens, page_extras, max_pages).pages
+        return self.match_prefix(group, page_tokens, page_extras, max_pages, previous).pages
 
     def match_prefix(
         self,
@@ -184,7 +186,11 @@ class PageCache:
                 break
             found.append(match)
             parent = match
-        return PrefixMatch(group, found, self._pages[found[-1]].serial if found else 0)
+        return self.remember_match(group, found)
+
+    def remember_match(self, group: int, pages: list[int]) -> PrefixMatch:
+        """A `PrefixMatch` of pages a lookup returned now (valid until its last page is evicted)."""
+        return PrefixMatch(group, list(pages), self._pages[pages[-1]].serial if pages else 0)
 
     def _still_registered(self, match: PrefixMatch) -> bool:
         if not match.pages:

@@ -134,12 +134,12 @@ class VostiKVCacheManager(KVCacheManager):
         previous = self._waiting_matches.pop(request.request_id, None)
         if previous is not None:
             self.num_resumed_lookups += 1
-        matches = [
-            self.page_cache.match_prefix(g, tokens, extras, max_pages, previous[g] if previous else None)
+        cache = self.page_cache
+        per_group = [
+            cache.lookup(g, tokens, extras, max_pages, previous=previous[g] if previous else None)
             for g in range(self.num_kv_cache_groups)
         ]
-        self._remember(request.request_id, matches)
-        per_group = [m.pages for m in matches]
+        self._remember(request.request_id, [cache.remember_match(g, pages) for g, pages in enumerate(per_group)])
         num_pages = min(len(pages) for pages in per_group)  # a hit needs its pages in every group
         if self.shadow is not None:
             for g, pages in enumerate(per_group):
