@@ -48,22 +48,48 @@ def test_shipped_launches_take_constexprs_from_the_model_only(module):
     assert check_module(ROOT / module) == []
 
 
+def _bug_line(path: Path) -> int | None:
+    """The line a mutant marks `# BUG`: where its defect is, and the line the verifier must name."""
+    for i, text in enumerate(path.read_text().splitlines(), 1):
+        if text.rstrip().endswith("# BUG"):
+            return i
+    return None
+
+
+def _python_fn(kernel):
+    fn = kernel.fn
+    while hasattr(fn, "fn"):  # an autotuner or heuristics wraps a JITFunction
+        fn = fn.fn
+    return fn
+
+
 @pytest.mark.parametrize("path", NEGATIVE, ids=lambda p: p.stem)
 def test_broken_kernel_is_rejected_with_the_named_obligation(path):
     mod = _load(path)
-    if getattr(mod, "LAUNCH", False):  # a host wrapper choosing a constexpr from the batch
-        found = obligations(check_module(path))
-        assert found and {o.name for o in found} == {mod.EXPECT}
-        assert any("BLOCK_N" in o.message and "seq_lens" in o.message for o in found), found
+    bug = _bug_line(path)
+    if getattr(mod, "LAUNCH", False):  # a host wrapper breaking what the kernel proof assumes of its launch
+        found = obligations(check_module(path, module=mod))
+        assert found and {o.name for o in found} == {mod.EXPECT}, found
+        if bug is not None:
+            assert bug in {o.line for o in found}, (bug, found)
+        if path.stem == "bad_launch_tile_from_max_seqlen":
+            assert any("BLOCK_N" in o.message and "seq_lens" in o.message for o in found), found
         return
     (kernel,) = _kernels(mod)
     report = verify_kernel(kernel, config=mod.CONFIGS[0])
     assert report.status in ("failed", "unsupported"), str(report)
     failure = report.failure
     assert failure.name == mod.EXPECT, str(report)
-    lines, start = inspect.getsourcelines(kernel.fn)
+    lines, start = inspect.getsourcelines(_python_fn(kernel))
     assert start <= failure.line < start + len(lines), f"line {failure.line} is outside the kernel: {report}"
+    if bug is not None:
+        assert failure.line == bug, f"named line {failure.line}, the defect is at line {bug}: {report}"
     assert failure.message
+
+
+def test_new_mutants_each_mark_their_line():
+    marked = [p.stem for p in NEGATIVE if _bug_line(p) is not None]
+    assert len(marked) >= 20, marked
 
 
 @pytest.mark.parametrize("path", POSITIVE, ids=lambda p: p.stem)
@@ -72,4 +98,11 @@ def test_correct_kernel_is_proved(path):
     for kernel in _kernels(mod):
         report = verify_kernel(kernel, config=mod.CONFIGS[0])
         assert report.status == "proved", str(report)
-        assert {o.name for o in report.obligations} >= {"coverage", "read-equal-region", "loop-invariant"}
+        want = getattr(mod, "OBLIGATIONS", {"coverage", "read-equal-region", "loop-invariant"})
+        assert {o.name for o in report.obligations} >= want, {o.name for o in report.obligations}
+
+
+@pytest.mark.parametrize("path", POSITIVE, ids=lambda p: p.stem)
+def test_correct_wrappers_pass_the_launch_check(path):
+    mod = _load(path)
+    assert obligations(check_module(path, module=mod)) == []

@@ -52,6 +52,15 @@ def verify_kernel(kernel_fn_or_source: Any, contract: Contract | Goal | None = N
     that goal only (with the kernel's contract for params/grid); with several goals all are checked and
     the report is the first that is not proved (or the last)."""
     config = dict(config or {})
+    tuner = _tuner_of(kernel_fn_or_source)
+    if tuner is not None:
+        spec = contract if isinstance(contract, Contract) else contract_of(kernel_fn_or_source)
+        pinned = _pinned_config(kernel_fn_or_source, tuner, config)
+        if isinstance(pinned, ObligationReport):
+            return pinned
+        config, kernel_fn_or_source = pinned, kernel_fn_or_source.fn
+        if spec is not None and contract is None:
+            contract = spec
     spec = contract if isinstance(contract, Contract) else None
     if spec is None and not isinstance(kernel_fn_or_source, str):
         spec = contract_of(kernel_fn_or_source)
@@ -72,6 +81,60 @@ def verify_kernel(kernel_fn_or_source: Any, contract: Contract | Goal | None = N
             return report
     assert report is not None
     return report
+
+
+def _tuner_of(kernel: Any) -> str | None:
+    """'autotune' / 'heuristics' for a kernel wrapped by @triton.autotune / @triton.heuristics."""
+    name = type(kernel).__name__
+    if name == "Autotuner" or (hasattr(kernel, "configs") and hasattr(kernel, "fn") and hasattr(kernel, "keys")):
+        return "autotune"
+    if name == "Heuristics" or (hasattr(kernel, "values") and hasattr(kernel, "fn") and callable(
+            getattr(kernel, "run", None)) and not hasattr(kernel, "src")):
+        return "heuristics"
+    return None
+
+
+def _pinned_config(kernel: Any, tuner: str, config: dict) -> dict | ObligationReport:
+    """The one config an autotuner can choose, merged into `config`, or a refusal: a proof holds for one
+    config, and an autotuner or heuristic chooses among several at run time from the arguments."""
+    inner = kernel.fn
+    while _tuner_of(inner) is not None:  # stacked decorators: refuse if any layer chooses
+        return _refusal(kernel, config, "stacked @triton.autotune / @triton.heuristics")
+    name = getattr(getattr(inner, "fn", inner), "__name__", "kernel")
+    if tuner == "autotune":
+        configs = list(getattr(kernel, "configs", []))
+        hooks = any(getattr(kernel, h, False) for h in ("user_defined_pre_hook", "user_defined_post_hook")) or \
+            any(getattr(c, "pre_hook", None) for c in configs) or getattr(kernel, "reset_to_zero", None) or \
+            getattr(kernel, "restore_value", None)
+        if len(configs) == 1 and not hooks:
+            fixed = dict(configs[0].kwargs)
+            clash = {k: (v, config[k]) for k, v in fixed.items() if k in config and config[k] != v}
+            if clash:
+                return _refusal(kernel, config, f"the autotuner's only config sets {clash} differently from the "
+                                                f"config to verify")
+            return {**config, **fixed}
+        return _refusal(kernel, config, f"{name} is wrapped in @triton.autotune with {len(configs)} configs keyed on "
+                                        f"{list(getattr(kernel, 'keys', []))}: the config is chosen at run time, so "
+                                        f"two launches may run different configs (pin one config: a single "
+                                        f"triton.Config without hooks, or remove the autotuner)")
+    return _refusal(kernel, config, f"{name} is wrapped in @triton.heuristics for "
+                                    f"{sorted(getattr(kernel, 'values', {}))}: those constexprs are computed at run "
+                                    f"time from the arguments (pass them at the launch instead)")
+
+
+def _refusal(kernel: Any, config: dict, why: str) -> ObligationReport:
+    inner = kernel
+    while hasattr(inner, "fn") and not hasattr(inner, "src"):
+        inner = inner.fn
+    py = getattr(inner, "fn", inner)
+    try:
+        lines, line = inspect.getsourcelines(py)
+        filename = inspect.getsourcefile(py) or ""
+        line += next((i for i, t in enumerate(lines) if "autotune" in t or "heuristics" in t), 0)  # the decorator
+    except (OSError, TypeError):
+        line, filename = 0, ""
+    return ObligationReport(getattr(py, "__name__", "kernel"), "", config, "failed",
+                            [Obligation("launch-config", line, "failed", why)], 0.0, filename)
 
 
 # -- catalog -------------------------------------------------------------------------------------------
@@ -282,7 +345,8 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
 
 
 def _launch_results(kernel: str | None, progress) -> list[Result]:
-    """One row per host module: its launches take every constexpr and num_warps from the config."""
+    """One row per host module: its launches take every constexpr, num_warps and `same` scalar from the model
+    config, launch the contract's grid and no autotuned kernel (verifier/launch.py)."""
     from verifier.launch import check_module
 
     root = Path(__file__).resolve().parent.parent
@@ -297,10 +361,10 @@ def _launch_results(kernel: str | None, progress) -> list[Result]:
         t0 = time.perf_counter()
         found = check_module(path)
         f = found[0] if found else None
-        r = Result(name, {}, "constexprs_from_model_only", "failed" if found else "proved",
-                   "launch-config" if f else "", f.line if f else 0,
-                   (f"{f.function} launches {f.kernel} with {f.name} depending on the batch: {f.because}"
-                    if f else ""), time.perf_counter() - t0, False, str(rel))
+        r = Result(name, {}, "launches_match_proofs", "failed" if found else "proved",
+                   f.obligation if f else "", f.line if f else 0,
+                   (f"{f.function} launches {f.kernel}: {f.name}: {f.because}" if f else ""),
+                   time.perf_counter() - t0, False, str(rel))
         out.append(r)
         if progress:
             progress(r)

@@ -10,11 +10,12 @@ import z3
 from verifier import ir
 from verifier.contracts import Contract, Goal
 from verifier.frontend import Unsupported
+from verifier.memory import SIZE_LIMIT, check_read_after_write, check_side_conditions, check_store_bounds
 from verifier.outputs import OutputGoals
 from verifier.relational import Checker, Failed
 from verifier.report import Obligation, ObligationReport
-from verifier.smt import Prover
-from verifier.spec import ContractError, Only, RegionEq, SpecParser
+from verifier.smt import Prover, free_consts
+from verifier.spec import ContractError, Finite, Only, RegionEq, SpecParser
 from verifier.symbolic import SideEvaluator
 
 
@@ -61,6 +62,7 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
         assume = [sp.clause(t) for t in contract.assume]
         pre = assume + [sp.clause(t) for t in goal.pre]
         post = [sp.clause(t) for t in goal.post]
+        bounds = [sp.clause(t) for t in contract.bounds]
         grids = {s: tuple(sp.expr(ast.parse(g, mode="eval").body, {}, s) for g in contract.grid) for s in "LR"}
     except (ContractError, SyntaxError, KeyError) as e:
         return done("failed", [Obligation("contract", kernel.line, "failed", str(e))])
@@ -79,10 +81,14 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
             if len(vals) < 2 or not isinstance(vals[0], bool):
                 hyps.append(z3.Or(*[a == b for a, b in (_bind(n, v) for v in vals)]))
     pid_bounds = []
+    size_facts = [c for c in bounds if isinstance(c, z3.BoolRef)]
     facts = [c for c in pre if isinstance(c, RegionEq)]
     for s in "LR":
         for n in sp.int_symbols():
             hyps.append(sp.side_var(n, s) >= 0)
+            size_facts.append(sp.side_var(n, s) < SIZE_LIMIT)  # see memory.py
+        for n in sp.stride_symbols():
+            size_facts.append(sp.side_var(n, s) >= 0)
         if len(sides[s].pids) > len(grids[s]):
             return done("failed", [Obligation("contract", kernel.line, "failed",
                                               f"the kernel uses {len(sides[s].pids)} program axes, grid has "
@@ -100,7 +106,7 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
         hyps += sides[s].axioms
     prover = Prover(hyps + pid_bounds, timeout_ms, domain)
     free_pids = Prover(hyps, timeout_ms, domain)  # coverage: program ids are witnesses, not assumptions
-    checker = Checker(prover, sides["L"], sides["R"], facts)
+    checker = Checker(prover, sides["L"], sides["R"], facts, [c for c in pre if isinstance(c, Finite)])
     ev = {s: SideEvaluator(kernel, contract, config, s, same, symbolic) for s in "LR"}
     def hint(side, writer, coords, bound):
         out = []
@@ -126,6 +132,12 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
         return done("failed", [Obligation("contract", kernel.line, "failed",
                                           "the precondition is contradictory (nothing would be proved)")])
     try:
+        sv = ev["L"].stride_var
+        # the memory obligations are about the left launch alone: facts naming the right one only slow Z3
+        memory = Prover([h for h in hyps + size_facts + pid_bounds
+                         if not any(n.endswith("@R") for n in free_consts(h))], timeout_ms, domain)
+        # a load of what the launch itself stores is not pre-launch data: settled before the relational goals
+        check_read_after_write(prover, sides["L"], grids["L"], sv, checker.ok)
         for clause in post:
             if isinstance(clause, RegionEq):
                 outputs.check_equal(clause)
@@ -134,6 +146,9 @@ def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[s
             else:
                 if not prover.valid(clause):
                     raise checker.fail("contract", kernel.line, f"post condition {clause} does not follow")
+        # after the relational goals (whose failures say more about a kernel), what they take for granted
+        check_side_conditions(memory, sides["L"], grids["L"], sv, checker.ok)
+        check_store_bounds(memory, sides["L"], grids["L"], sv, lambda t: sp.shape(t, "L"), checker.ok)
     except Failed as f:
         return done("failed", list(checker.obligations.values()) + [f.obligation])
     except Unsupported as u:

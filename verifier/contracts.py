@@ -20,6 +20,8 @@ unchanged.  Expressions are Python syntax:
     right, slice by slice (`:` is the whole dimension).  In `pre` it is an assumption, in `post` the goal.
   * `forall(t, cond, clause)`: the clause for every integer t with cond.
   * `only(L.T[...])` in post: every store of this invocation to T lands in the region (a frame condition).
+  * `finite(L.T[...])` in pre: the region holds no inf or NaN (what lets a product with an exact 0 factor
+    ignore the other factor: 0 * x is 0 only for finite x).
   * `cdiv(a, b)`, `min(a, b)`, `max(a, b)`, `implies(a, b)`, `and`, `or`, `not`, `//`, `%`.
 Integer parameters and shape symbols are assumed >= 0.  Strides are treated as distinct symbols: tensors
 do not alias and each coordinate is recovered from the multiple of its stride in a pointer offset.
@@ -73,6 +75,7 @@ class Contract:
     configs: Any = None  # optional: configs to verify when the kernel has no catalog
     symbolic: tuple[str, ...] = ()  # integer constexprs proved for every value satisfying `assume`
     assume: tuple[str, ...] = ()  # facts about the symbolic constexprs; each config is checked against them
+    bounds: tuple[str, ...] = ()  # integer-range facts of every launch, for the memory obligations only
 
     def param(self, name: str) -> Union[TensorSpec, ScalarSpec, None]:
         return dict(self.params).get(name)
@@ -105,11 +108,14 @@ def goal(name: str, *, same: tuple[str, ...] | list[str] = (), pre: tuple[str, .
 
 def contract(*, params: dict[str, Union[TensorSpec, ScalarSpec]], grid: tuple[str, ...] | list[str],
              verif: list[Goal] | tuple[Goal, ...], configs: Any = None, symbolic: tuple[str, ...] = (),
-             assume: tuple[str, ...] = ()) -> Callable[[Any], Any]:
+             assume: tuple[str, ...] = (), bounds: tuple[str, ...] = ()) -> Callable[[Any], Any]:
     """symbolic/assume: integer constexprs the proof keeps symbolic (one proof for every config whose
-    values satisfy `assume`), e.g. symbolic=("BLOCK_N",), assume=("BLOCK_N >= 16", "BLOCK_N % 16 == 0")."""
+    values satisfy `assume`), e.g. symbolic=("BLOCK_N",), assume=("BLOCK_N >= 16", "BLOCK_N % 16 == 0").
+    bounds: facts about the sizes of every launch (`"(HQ - 1) * L.stride_qh < 2**31"`) that the memory
+    obligations (int-overflow, int-division, store-in-bounds; verifier/memory.py) may assume; the
+    relational proof does not see them (they are often non-linear and would slow it)."""
     spec = Contract(tuple(params.items()), tuple(str(g) for g in grid), tuple(verif), configs, tuple(symbolic),
-                    tuple(assume))
+                    tuple(assume), tuple(bounds))
 
     def attach(kernel: Any) -> Any:
         try:

@@ -50,7 +50,8 @@ KNOWN_UNSUPPORTED = {
 }
 DTYPES = {"float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "int16", "uint8", "int1",
           "uint32", "uint64", "float8e4nv", "float8e5"}
-TL_PREFIXES = ("tl", "triton.language", "tl.math", "triton.language.math", "libdevice", "tl.extra.cuda.libdevice")
+TL_PREFIXES = ("tl", "triton.language", "tl.math", "triton.language.math", "libdevice", "tl.extra.cuda.libdevice",
+               "triton.language.extra.cuda.libdevice", "tl.extra.libdevice", "triton.language.extra.libdevice")
 
 
 class Unsupported(Exception):
@@ -231,6 +232,19 @@ class _Translator:
             return "cdiv"
         return None
 
+    def math_library(self, func: ast.AST) -> str:
+        """'libdevice' for libdevice calls (a different implementation from tl.exp / tl.math.exp, so a
+        different operation), '' for Triton's own math."""
+        d = _dotted(func) or ""
+        head = d.rsplit(".", 1)[0] if "." in d else ""
+        if head in ("libdevice", "tl.extra.cuda.libdevice", "triton.language.extra.cuda.libdevice",
+                    "tl.extra.libdevice", "triton.language.extra.libdevice"):
+            return "libdevice"
+        g = self.globals.get(head.split(".")[0]) if head else None
+        if g is not None and "libdevice" in getattr(g, "__name__", ""):
+            return "libdevice"
+        return ""
+
     @staticmethod
     def binop_name(op: ast.AST, node) -> str:
         table = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
@@ -244,8 +258,8 @@ class _Translator:
     def expr(self, e: ast.AST) -> ir.Expr:
         ln = self.line(e)
         if isinstance(e, ast.Constant):
-            if isinstance(e.value, (int, float, bool)) or e.value is None:
-                return ir.Const(e.value, ln)
+            if isinstance(e.value, (int, float, bool, str)) or e.value is None:
+                return ir.Const(e.value, ln)  # a str is a dtype name or an option such as "ieee"
             raise self.fail(e, f"constant {e.value!r}")
         if isinstance(e, ast.Name):
             if e.id in self.locals:
@@ -359,8 +373,8 @@ class _Translator:
         if d in ("int", "float") and len(e.args) == 1:
             return self.expr(e.args[0])
         if isinstance(e.func, ast.Attribute) and e.func.attr == "to" and self.tl_name(e.func) is None:
-            args = self._args(e, ["dtype"], 1)
-            return ir.Cast(self.expr(e.func.value), self.expr(args[0]), ln)
+            args = self._args(e, ["dtype", "fp_downcast_rounding", "bitcast"], 1)
+            return self.cast(e, self.expr(e.func.value), args[0], args[1], args[2])
         name = self.tl_name(e.func)
         if name is None and isinstance(e.func, ast.Attribute) and e.func.attr in ("trans",):
             return ir.Trans(self.expr(e.func.value), ln)
@@ -413,20 +427,26 @@ class _Translator:
                 raise self.fail(e, f"tl.{name} without a constant axis")
             return ir.Reduce(REDUCE_FNS[name], self.expr(x), int(axis.value), ln)
         if name == "dot":
-            a, b, acc = self._args(e, ["input", "other", "acc"], 2)
+            a, b, acc, prec, tf32, out_dt = self._args(e, ["input", "other", "acc", "input_precision", "allow_tf32",
+                                                            "out_dtype"], 2)
+            opts = []
+            for k, v in (("input_precision", prec), ("allow_tf32", tf32), ("out_dtype", out_dt)):
+                if v is not None:
+                    opts.append((k, self.expr(v)))
             for k, v in self._extra_kws.items():
-                if k == "input_precision" or k == "allow_tf32" or k == "out_dtype" or k == "max_num_imprecise_acc":
+                if k == "max_num_imprecise_acc":
+                    opts.append((k, self.expr(v)))
                     continue
                 raise self.fail(e, f"tl.dot keyword {k}")
-            return ir.Dot(self.expr(a), self.expr(b), self.expr(acc) if acc is not None else None, ln)
+            return ir.Dot(self.expr(a), self.expr(b), self.expr(acc) if acc is not None else None, ln, tuple(opts))
         if name == "trans":
             (x,) = self._args(e, ["input"], 1)
             return ir.Trans(self.expr(x), ln)
         if name in IDENTITY_HINTS:
             return self.expr(e.args[0])
         if name in ("cast",):
-            x, dt = self._args(e, ["input", "dtype"], 2)
-            return ir.Cast(self.expr(x), self.expr(dt), ln)
+            x, dt, rnd, bitcast = self._args(e, ["input", "dtype", "fp_downcast_rounding", "bitcast"], 2)
+            return self.cast(e, self.expr(x), dt, rnd, bitcast)
         if name == "broadcast_to":
             return self.expr(e.args[0])  # shapes broadcast implicitly in the symbolic evaluator
         if name in MATH_FNS:
@@ -434,8 +454,27 @@ class _Translator:
             for k in e.keywords:
                 if k.arg not in ("propagate_nan",):
                     raise self.fail(e, f"tl.{name} keyword {k.arg}")
-            return ir.Math(name, args, ln)
+            lib = self.math_library(e.func)
+            return ir.Math(f"{lib}.{name}" if lib else name, args, ln)
         raise self.fail(e, f"call to tl.{name} (outside the verified subset)")
+
+    def cast(self, e: ast.Call, x: ir.Expr, dtype: ast.AST, rounding: ast.AST | None, bitcast: ast.AST | None) \
+            -> ir.Cast:
+        """`.to(dtype, fp_downcast_rounding=..., bitcast=...)`: the rounding mode and bitcast are part of the
+        operation (rtne and rtz casts of one value differ)."""
+        for k in self._extra_kws:
+            raise self.fail(e, f".to() keyword {k}")
+        mode = "rtne"
+        if rounding is not None:
+            if not (isinstance(rounding, ast.Constant) and (rounding.value is None or isinstance(rounding.value, str))):
+                raise self.fail(e, "fp_downcast_rounding must be a string literal")
+            mode = rounding.value or "rtne"
+        if bitcast is not None:
+            if not isinstance(bitcast, ast.Constant) or not isinstance(bitcast.value, bool):
+                raise self.fail(e, "bitcast must be a literal True/False")
+            if bitcast.value:
+                mode = "bitcast"
+        return ir.Cast(x, self.expr(dtype), self.line(e), mode)
 
     def inline_call(self, e: ast.Call, want: int) -> list[ir.Expr]:
         d = _dotted(e.func)

@@ -107,6 +107,7 @@ class Dot:
     b: "Expr"
     acc: Union["Expr", None]
     line: int
+    options: tuple = ()  # (keyword, Expr): input_precision, allow_tf32, out_dtype, max_num_imprecise_acc
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class Cast:
     x: "Expr"
     dtype: "Expr"
     line: int
+    rounding: str = "rtne"  # fp_downcast_rounding ("rtne", "rtz") or "bitcast"
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,20 @@
-"""Launch sites: a kernel's constexprs and num_warps must not depend on the batch.
+"""Launch sites: what a kernel proof assumes of its launches.
 
-The relational proofs hold for one config; they say nothing if the host picks the config from the batch
-(a tile size from the longest sequence, a split count from the number of rows, a path from the workspace
-size).  This pass reads the host wrappers of a module (Python source, `ast`) and follows values derived
-from batch quantities -- `t.shape[0]`, `t.size(0)`, `t.numel()`, `len(t)`, `.item()`, `.max()`, and
-parameters named like `max_seqlen*`, `num_tokens`, `num_seqs`, `batch*` -- through assignments; every
-launch `kernel[grid](..., NAME=expr)` whose constexpr (or num_warps) reads such a value is reported as a
-`launch-config` obligation with its line.  Grids and runtime arguments may depend on the batch.
+The relational proofs hold for one config, for the contract's grid, and for launches that agree on the
+scalars a goal lists in `same`; they say nothing if the host picks the config from the batch (a tile size
+from the longest sequence, a split count from the number of rows, a path from the workspace size).  This
+pass reads the host wrappers of a module (Python source, `ast`) and follows values derived from batch
+quantities -- `t.shape[0]`, `t.size(0)`, `t.numel()`, `len(t)`, `.item()`, `.max()`, and parameters named
+like `max_seqlen*`, `num_tokens`, `num_seqs`, `batch*` -- through assignments.  At every launch
+`kernel[grid](...)`, arguments are bound to the kernel's parameters by position and by keyword, and:
+  * launch-config: a constexpr (or num_warps) reads a batch quantity; or the kernel is wrapped in
+    @triton.autotune / @triton.heuristics, which choose constexprs at run time from the arguments;
+  * launch-scalar: a runtime scalar that a goal of the kernel's contract lists in `same` (the proof
+    assumes both launches pass the same value) reads a batch quantity;
+  * launch-grid: an axis of the launch grid is not the contract's grid axis with this launch's arguments
+    (compared as expressions after following the wrapper's assignments; `x.shape[d]` of a tensor passed
+    to the kernel must be the contract's symbol of that dimension).  A smaller grid leaves rows unwritten.
+Grids and runtime arguments that the contract lets differ may depend on the batch.
 """
 from __future__ import annotations
 
@@ -17,6 +25,8 @@ from pathlib import Path
 
 from verifier.report import Obligation
 
+TUNERS = {"autotune": "@triton.autotune picks the config at run time by timing candidates keyed on the arguments",
+          "heuristics": "@triton.heuristics computes constexprs at run time from the arguments"}
 BATCH_PARAM = re.compile(r"^(max_seq_?len\w*|max_seqlen\w*|num_tokens|num_seqs|num_reqs|batch\w*|n_rows|rows)$")
 SOURCE_METHODS = {"numel", "item", "max", "tolist", "sum"}
 CONFIG_KWARGS = {"num_warps"}
@@ -30,6 +40,7 @@ class LaunchFinding:
     name: str
     line: int
     because: str
+    obligation: str = "launch-config"
 
 
 def _is_source(node: ast.AST) -> str | None:
@@ -49,15 +60,45 @@ def _is_source(node: ast.AST) -> str | None:
     return None
 
 
+@dataclass
+class KernelInfo:
+    params: list  # parameter names in order
+    constexprs: set
+    tuner: str = ""  # "autotune" / "heuristics" when so decorated
+    tuner_line: int = 0
+    same: set = None  # runtime scalars some goal of its contract lists in `same`
+    contract: object = None
+
+
 class _Taint(ast.NodeVisitor):
-    def __init__(self, fn: ast.FunctionDef, kernels: dict[str, set[str]], module: str):
+    def __init__(self, fn: ast.FunctionDef, kernels: dict[str, KernelInfo], module: str):
         self.fn, self.kernels, self.module = fn, kernels, module
+        self.values: dict[str, ast.AST] = {a.arg: None for a in fn.args.args + fn.args.kwonlyargs}  # for grids
         self.tainted: dict[str, str] = {}
         for a in fn.args.args + fn.args.kwonlyargs:
             if BATCH_PARAM.match(a.arg):
                 self.tainted[a.arg] = f"parameter {a.arg}"
         self.findings: list[LaunchFinding] = []
         self.defined: set[str] = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+
+    def track(self, target: ast.AST, value: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            self.set_value(target.id, value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, t in enumerate(target.elts):
+                if isinstance(value, (ast.Tuple, ast.List)) and i < len(value.elts):
+                    self.track(t, value.elts[i])
+                else:
+                    self.track(t, ast.Subscript(value, ast.Constant(i)))
+        else:
+            for n in ast.walk(target):
+                if isinstance(n, ast.Name):
+                    self.values[n.id] = None
+
+    def set_value(self, name: str, value: ast.AST) -> None:
+        """A name assigned once stands for its value in grids; one assigned twice stays a name."""
+        mentions_itself = any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
+        self.values[name] = None if name in self.values or mentions_itself else value
 
     def why(self, node: ast.AST | None) -> str | None:
         if node is None:
@@ -74,6 +115,7 @@ class _Taint(ast.NodeVisitor):
         for n in ast.walk(target):
             if isinstance(n, ast.Name):
                 self.defined.add(n.id)
+
         if isinstance(target, ast.Name):
             w = self.why(value)
             if w:
@@ -92,15 +134,19 @@ class _Taint(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         for t in node.targets:
             self.assign(t, node.value)
+            self.track(t, node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.assign(node.target, node.value)
+        if isinstance(node.target, ast.Name):
+            self.values[node.target.id] = None
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.assign(node.target, node.value)
+            self.track(node.target, node.value)
         self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:
@@ -124,23 +170,106 @@ class _Taint(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         f = node.func
         if isinstance(f, ast.Subscript) and isinstance(f.value, ast.Name) and f.value.id in self.kernels:
-            constexprs = self.kernels[f.value.id]
-            for kw in node.keywords:
-                if kw.arg in constexprs or kw.arg in CONFIG_KWARGS:
-                    w = self.why(kw.value)
-                    if w:
-                        self.findings.append(LaunchFinding(self.module, self.fn.name, f.value.id, kw.arg,
-                                                           kw.value.lineno, w))
+            self.launch(node, f.value.id, f.slice)
         self.generic_visit(node)
 
+    def add(self, kernel: str, name: str, line: int, because: str, obligation: str = "launch-config") -> None:
+        self.findings.append(LaunchFinding(self.module, self.fn.name, kernel, name, line, because, obligation))
 
-def check_module_source(source: str, module: str = "<string>") -> list[LaunchFinding]:
+    def launch(self, node: ast.Call, kernel: str, grid: ast.AST) -> None:
+        info = self.kernels[kernel]
+        if info.tuner:
+            self.add(kernel, info.tuner, node.lineno, f"{TUNERS[info.tuner]} (decorator at line {info.tuner_line}); "
+                     f"pin one config and pass its constexprs at the launch")
+        bound: dict[str, ast.AST] = dict(zip(info.params, node.args))
+        if len(node.args) > len(info.params):
+            self.add(kernel, "*args", node.lineno, "more positional arguments than the kernel has parameters")
+        for kw in node.keywords:
+            if kw.arg is None:
+                self.add(kernel, "**kwargs", node.lineno, "arguments passed as **kwargs cannot be checked")
+                continue
+            bound[kw.arg] = kw.value
+        for name, value in bound.items():
+            how = "positional " if value in node.args else ""
+            if name in info.constexprs or name in CONFIG_KWARGS:
+                w = self.why(value)
+                if w:
+                    self.add(kernel, name, value.lineno, f"{how}{w}")
+            elif info.same and name in info.same:
+                w = self.why(value)
+                if w:
+                    self.add(kernel, name, value.lineno, f"runtime scalar {name}, which the contract needs equal in "
+                             f"both launches (`same`), is computed from the batch: {w}", "launch-scalar")
+        if info.contract is not None:
+            self.check_grid(node, kernel, info, grid, bound)
+
+    # -- grids -------------------------------------------------------------------------------------
+    def resolve(self, e: ast.AST, depth: int = 0) -> ast.AST:
+        """e with local names replaced by what the wrapper assigned them (a few levels deep)."""
+        if depth > 6:
+            return e
+
+        class Sub(ast.NodeTransformer):
+            def visit_Name(s, n):  # noqa: N805
+                v = self.values.get(n.id)
+                return self.resolve(v, depth + 1) if v is not None and v is not n else n
+
+            def visit_Subscript(s, n):  # noqa: N805
+                n = s.generic_visit(n)
+                if isinstance(n.value, (ast.Tuple, ast.List)) and isinstance(n.slice, ast.Constant) \
+                        and isinstance(n.slice.value, int) and n.slice.value < len(n.value.elts):
+                    return n.value.elts[n.slice.value]
+                return n
+        return Sub().visit(_copy(e))
+
+    def check_grid(self, node: ast.Call, kernel: str, info: KernelInfo, grid: ast.AST, bound: dict) -> None:
+        spec = info.contract
+        g = self.resolve(grid)
+        axes = g.elts if isinstance(g, (ast.Tuple, ast.List)) else None
+        if axes is None:
+            self.add(kernel, "grid", node.lineno, f"the grid {ast.unparse(grid)} is not a tuple the check can read "
+                     f"(a lambda or a computed value); the contract's grid is {spec.grid}", "launch-grid")
+            return
+        if len(axes) != len(spec.grid):
+            self.add(kernel, "grid", node.lineno, f"the launch grid has {len(axes)} axes, the contract's "
+                     f"{len(spec.grid)} ({', '.join(spec.grid)})", "launch-grid")
+            return
+        tensors = {n: t for n, t in spec.params if hasattr(t, "shape")}
+        for i, (axis, want) in enumerate(zip(axes, spec.grid)):
+            got = _norm(self.resolve(axis), {}, None)
+            exp = _norm(ast.parse(want, mode="eval").body, bound, (self, tensors))
+            if exp is None:  # the contract's axis names a value this launch does not pass (a catalog key)
+                continue
+            def holders(expr: str) -> list:
+                return [t for n, t in tensors.items() if n in bound and ast.unparse(self.resolve(bound[n])) == expr]
+            if not _match(got, exp, holders):
+                self.add(kernel, f"grid[{i}]", node.lineno,
+                         f"launch grid axis {i} is {ast.unparse(axis)} but the contract's grid axis is {want}: "
+                         f"programs the proof counts on may not run (rows left unwritten) or extra ones may",
+                         "launch-grid")
+
+
+def check_module_source(source: str, module: str = "<string>", contracts: dict | None = None) -> list[LaunchFinding]:
+    """contracts: kernel name -> Contract (enables the `same` and grid checks)."""
     tree = ast.parse(source)
-    kernels: dict[str, set[str]] = {}
+    kernels: dict[str, KernelInfo] = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
-            kernels[node.name] = {a.arg for a in node.args.args
-                                  if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)}
+            info = KernelInfo([a.arg for a in node.args.args],
+                              {a.arg for a in node.args.args
+                               if a.annotation is not None and "constexpr" in ast.unparse(a.annotation)})
+            for d in node.decorator_list:
+                text = ast.unparse(d.func if isinstance(d, ast.Call) else d)
+                for t in TUNERS:
+                    if text.endswith(t):
+                        info.tuner, info.tuner_line = t, d.lineno
+            spec = (contracts or {}).get(node.name)
+            if spec is not None:
+                info.contract = spec
+                params = dict(spec.params)
+                info.same = {n for g in spec.verif for n in g.same
+                             if n in info.params and not hasattr(params.get(n), "shape")}
+            kernels[node.name] = info
     findings: list[LaunchFinding] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name not in kernels:
@@ -148,18 +277,109 @@ def check_module_source(source: str, module: str = "<string>") -> list[LaunchFin
             # two passes: a name may be tainted by a later assignment inside a loop
             t.visit(node)
             t.findings = []
+            t.values = {a.arg: None for a in node.args.args + node.args.kwonlyargs}
             t.defined = {a.arg for a in node.args.args + node.args.kwonlyargs}
             t.visit(node)
             findings.extend(t.findings)
     return findings
 
 
-def check_module(path: str | Path) -> list[LaunchFinding]:
+def check_module(path: str | Path, module: object = None) -> list[LaunchFinding]:
+    """module: the imported module (for the kernels' contracts); by default imported by its dotted name
+    when the file lies in this repository."""
     p = Path(path)
-    return check_module_source(p.read_text(), str(p))
+    if module is None:
+        module = _import(p)
+    contracts = {}
+    if module is not None:
+        from verifier.contracts import contract_of
+        for name, obj in vars(module).items():
+            spec = contract_of(obj)
+            if spec is not None:
+                contracts[getattr(getattr(obj, "fn", obj), "__name__", name)] = spec
+    return check_module_source(p.read_text(), str(p), contracts)
+
+
+def _import(p: Path):
+    import importlib
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        rel = p.resolve().relative_to(root).with_suffix("")
+    except ValueError:
+        return None
+    try:
+        return importlib.import_module(".".join(rel.parts))
+    except Exception:  # noqa: BLE001 - a module that does not import gets the contract-free checks only
+        return None
+
+
+def _copy(e: ast.AST) -> ast.AST:
+    import copy
+    return copy.deepcopy(e)
+
+
+_CALL_NAMES = {"triton.cdiv": "cdiv", "cdiv": "cdiv", "int": "", "max": "max", "min": "min", "ite": "ite"}
+
+
+def _norm(e: ast.AST, bound: dict, contract_side) -> object:
+    """A comparable tree: tuples of (op, children...); shapes as ("shape", tensor expr, dim).  On the
+    contract side (contract_side = (taint, tensors)) names are bound to the launch's arguments and shape
+    symbols to ("dim", symbol); None when the contract names something the launch does not pass."""
+    rec = lambda x: _norm(x, bound, contract_side)  # noqa: E731
+    if isinstance(e, ast.Constant):
+        return ("const", e.value)
+    if isinstance(e, ast.Name):
+        if contract_side is not None:
+            taint, tensors = contract_side
+            if e.id in bound:
+                return _norm(taint.resolve(bound[e.id]), {}, None)
+            if any(e.id in t.shape for t in tensors.values()):
+                return ("dim", e.id)
+            return None
+        return ("name", e.id)
+    if isinstance(e, ast.Attribute):
+        return ("attr", ast.unparse(e))
+    if isinstance(e, ast.BinOp):
+        a, b = rec(e.left), rec(e.right)
+        return None if a is None or b is None else (type(e.op).__name__, a, b)
+    if isinstance(e, ast.IfExp):
+        parts = [rec(e.test), rec(e.body), rec(e.orelse)]
+        return None if None in parts else ("ite", *parts)
+    if isinstance(e, ast.Subscript):
+        if isinstance(e.value, ast.Attribute) and e.value.attr == "shape" and isinstance(e.slice, ast.Constant):
+            return ("shape", ast.unparse(e.value.value), e.slice.value)
+        return ("sub", ast.unparse(e))
+    if isinstance(e, ast.Call):
+        f = ast.unparse(e.func)
+        if f.endswith(".size") and len(e.args) == 1 and isinstance(e.args[0], ast.Constant):
+            return ("shape", ast.unparse(e.func.value), e.args[0].value)
+        name = _CALL_NAMES.get(f, f)
+        args = [rec(a) for a in e.args]
+        if None in args:
+            return None
+        if name == "" and len(args) == 1:
+            return args[0]
+        if name == "ite":
+            return ("ite", *args)
+        return ("call", name, *args)
+    return ("expr", ast.unparse(e))
+
+
+def _match(got, exp, holders) -> bool:
+    """got (the launch's axis) equals exp (the contract's); a contract dimension symbol matches the shape of
+    a tensor bound to a parameter with that symbol at that dimension, or the shape of a tensor the kernel is
+    not passed (which the check cannot relate to the kernel's parameters)."""
+    if isinstance(exp, tuple) and exp and exp[0] == "dim":
+        if isinstance(got, tuple) and got and got[0] == "shape":
+            specs = holders(got[1])
+            return not specs or any(got[2] < len(t.shape) and t.shape[got[2]] == exp[1] for t in specs)
+        return False
+    if isinstance(got, tuple) and isinstance(exp, tuple):
+        return len(got) == len(exp) and all(_match(a, b, holders) for a, b in zip(got, exp))
+    return got == exp
 
 
 def obligations(findings: list[LaunchFinding]) -> list[Obligation]:
-    return [Obligation("launch-config", f.line, "failed",
-                       f"{f.function} launches {f.kernel} with {f.name} depending on the batch: {f.because}")
+    return [Obligation(f.obligation, f.line, "failed", f"{f.function} launches {f.kernel}: {f.name}: {f.because}")
             for f in findings]

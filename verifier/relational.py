@@ -23,7 +23,7 @@ import z3
 from verifier.noop import NoopAnalysis
 from verifier.report import Obligation
 from verifier.smt import Prover, free_consts, int_subterms, matched_instances
-from verifier.spec import Point, RegionEq, Slice
+from verifier.spec import Finite, Point, RegionEq, Slice
 from verifier.symbolic import LoopInfo, SideResult
 from verifier.values import (dims_eq, FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
                              FUndef, describe)
@@ -57,10 +57,12 @@ def _local(e: z3.ExprRef) -> bool:
 
 
 class Checker:
-    def __init__(self, prover: Prover, left: SideResult, right: SideResult, facts: list[RegionEq]):
+    def __init__(self, prover: Prover, left: SideResult, right: SideResult, facts: list[RegionEq],
+                 finite: list[Finite] | None = None):
         self.p = prover
         self.L, self.R = left, right
         self.facts = facts
+        self.finite_facts = finite or []
         self.inductive: dict[str, list[Template]] = {}
         self.proved_loops: dict[tuple, list[Template]] = {}
         self.memo: dict = {}
@@ -139,7 +141,7 @@ class Checker:
             j = a.var
             rng = z3.And(0 <= j, j < a.extent)
             inner = pc + (rng, b.var == j)
-            if a.op in ("sum", "dot") and isinstance(a.body, FOp) and isinstance(b.body, FOp) \
+            if (a.op == "sum" or a.op.startswith("dot")) and isinstance(a.body, FOp) and isinstance(b.body, FOp) \
                     and a.body.op == b.body.op == "mul":
                 self.eq_product(a.body, b.body, inner, 0)
             else:
@@ -152,10 +154,15 @@ class Checker:
         raise self.mismatch(a, b)  # pragma: no cover
 
     def eq_product(self, a: FOp, b: FOp, pc: tuple, depth: int) -> None:
-        """A product inside a sum/dot whose first factor is exactly 0 on both sides contributes a zero
-        whatever the other factor (trusted: loaded K/V data are finite), so that factor is not compared."""
-        if self.noop.is_zero(a.args[0], pc) and self.noop.is_zero(b.args[0], pc):
-            self.ok("read-equal-region", a.line, "a factor is exactly 0 on both sides (masked); the other is unused")
+        """A product inside a sum/dot whose first factor is exactly 0 on both sides contributes a zero when
+        the other factor is finite on each side (a constant, or data the contract declares `finite(...)`);
+        garbage (a load outside every declared region, possibly inf or NaN) times 0 is NaN, so then the
+        factors are compared.  Trusted: the sign of such a zero term (0 * -x = -0.0) does not change the
+        sum, which holds when the sum has a +0 or nonzero term."""
+        if self.noop.is_zero(a.args[0], pc) and self.noop.is_zero(b.args[0], pc) \
+                and self.finite(a.args[1], "L", pc) and self.finite(b.args[1], "R", pc):
+            self.ok("read-equal-region", a.line, "a factor is exactly 0 on both sides (masked) and the other is "
+                                                 "finite data; the product is 0")
             return
         if depth < 3:
             c = self.undecided(a.args[0], pc)
@@ -167,6 +174,46 @@ class Checker:
                         self.eq_product(a, b, pc + (cc,), depth + 1)
                 return
         self.eq(a, b, pc)
+
+    def finite(self, t: FTerm, side: str, pc: tuple) -> bool:
+        if isinstance(t, FConst):
+            return math.isfinite(float(t.value))
+        if isinstance(t, FSelect) and not isinstance(t.cond, FTerm):
+            return all(not self.p.possible(pc + (c,)) or self.finite(br, side, pc + (c,))
+                       for c, br in ((t.cond, t.a), (z3.Not(t.cond), t.b)))
+        if isinstance(t, FOp) and t.op in ("cast:float32", "cast:float64"):  # widening casts are exact
+            return self.finite(t.args[0], side, pc)
+        if isinstance(t, FLoad):
+            m = t.mask
+            on = pc + ((m,) if m is not None else ())
+            if (m is None or self.p.possible(on)) and not any(
+                    self.covers_one(f, t.coords, on) for f in self.finite_facts
+                    if f.tensor == t.tensor and f.side == side):
+                return False
+            if m is not None and self.p.possible(pc + (z3.Not(m),)):
+                return t.other is not None and self.finite(t.other, side, pc + (z3.Not(m),))
+            return True
+        return False
+
+    def covers_one(self, fact, coords: tuple, pc: tuple) -> bool:
+        """Do `coords` lie in the region of a one-sided fact (`finite(...)`)?"""
+        def goal_for(sub: list) -> z3.BoolRef:
+            s = (lambda e: z3.substitute(e, *sub)) if sub else (lambda e: e)
+            parts = [s(fact.cond)]
+            for c, ix in zip(coords, fact.index):
+                parts.append(c == s(ix.at) if isinstance(ix, Point) else z3.And(s(ix.lo) <= c, c < s(ix.hi)))
+            return z3.And(*parts)
+        if not fact.bound:
+            return self.p.valid(goal_for([]), pc)
+        pairs = [(ix.at, c) for ix, c in zip(fact.index, coords) if isinstance(ix, Point)]
+        for combo in matched_instances(fact.bound, pairs):
+            if self.p.valid(goal_for(list(zip(fact.bound, combo))), pc):
+                return True
+        cands = int_subterms(list(coords))[:12]
+        for combo in itertools.islice(itertools.product(cands, repeat=len(fact.bound)), 100):
+            if self.p.valid(goal_for(list(zip(fact.bound, combo))), pc):
+                return True
+        return False
 
     def undecided(self, t: FTerm, pc: tuple, budget: list | None = None):
         budget = budget if budget is not None else [40]

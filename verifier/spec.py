@@ -53,7 +53,19 @@ class Only:
     text: str
 
 
-Clause = Union[z3.BoolRef, RegionEq, Only]
+@dataclass(frozen=True, eq=False)
+class Finite:
+    """For all bound vars with cond: every element of side.tensor[index] is finite (not inf or NaN)."""
+
+    tensor: str
+    side: str
+    bound: tuple[z3.ArithRef, ...]
+    cond: z3.BoolRef
+    index: tuple[Index, ...]
+    text: str
+
+
+Clause = Union[z3.BoolRef, RegionEq, Only, Finite]
 
 
 def _forall(vs: list, cond: z3.BoolRef, body: z3.BoolRef) -> z3.BoolRef:
@@ -111,7 +123,13 @@ class SpecParser:
             if spec is None or (isinstance(spec, ScalarSpec) and not spec.is_float):
                 if p not in strides and p not in self.config:
                     out.append(p)
-        return out + sorted(self.shape_symbols - set(out) - strides)
+        return out + sorted(self.shape_symbols - set(out))  # a dimension used as a stride is still a size
+
+    def stride_symbols(self) -> list[str]:
+        """Integer parameters that occur in some tensor stride (a name of a product stride counts)."""
+        names = {x.strip() for _n, t in self.c.params if isinstance(t, TensorSpec) for s in t.strides
+                 if isinstance(s, str) for x in s.split("*")}
+        return sorted(n for n in names if n in self.params - self.constexprs and n not in self.config)
 
     # -- parsing -------------------------------------------------------------------------------------
     def fail(self, msg: str) -> ContractError:
@@ -135,6 +153,11 @@ class SpecParser:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "only":
             side, tensor, idx = self.region(node.args[0], env)
             return Only(tensor, side, tuple(bound), cond, idx, self.text)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "finite":
+            side, tensor, idx = self.region(node.args[0], env)
+            if not self.c.tensors[tensor].is_float:
+                raise self.fail("finite(...) of an integer tensor")
+            return Finite(tensor, side, tuple(bound), cond, idx, self.text)
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
             l, r = node.left, node.comparators[0]
             if self.is_float_region(l) or self.is_float_region(r):
@@ -259,6 +282,10 @@ class SpecParser:
             a, b = ex(node.left), ex(node.right)
             ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b,
                    ast.FloorDiv: lambda: a / b, ast.Mod: lambda: a % b}
+            if isinstance(node.op, ast.Pow):
+                if not (z3.is_int_value(a) and z3.is_int_value(b)):
+                    raise self.fail("** of non-constants")
+                return z3.IntVal(a.as_long() ** b.as_long())
             for k, f in ops.items():
                 if isinstance(node.op, k):
                     return f()

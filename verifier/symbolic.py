@@ -18,9 +18,11 @@ from verifier import ir
 from verifier.contracts import Contract, ScalarSpec, TensorSpec
 from verifier.frontend import Unsupported
 from verifier.values import (monomial, FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
-                             FUndef, Lin, PtrElem, Tile, broadcast, broadcast_shape, const_tile, dims_eq, shapes_eq)
+                             FUndef, Lin, PtrElem, Tile, broadcast, broadcast_shape, const_tile, dims_eq, fits32,
+                             merge_conds, shapes_eq, wider)
 
 _fresh = itertools.count()
+_SAME = object()  # carry(): the width of the widest part
 
 
 def fresh_int(prefix: str) -> z3.ArithRef:
@@ -45,6 +47,7 @@ class LoopInfo:
     line: int
     outer: tuple["LoopInfo", ...] = ()
     var: str = ""
+    wide: Any = None  # the loop variable is int64 (a bound is)
 
     def in_range(self, k: Optional[z3.ArithRef] = None) -> z3.BoolRef:
         k = self.k if k is None else k
@@ -65,6 +68,20 @@ class StoreInfo:
     guard: z3.BoolRef
     loops: tuple[LoopInfo, ...]
     line: int
+    seq: int = 0
+
+
+@dataclass(eq=False)
+class LoadInfo:
+    tensor: str
+    side: str
+    shape: tuple
+    ptr: Tile
+    mask: Optional[Tile]
+    guard: z3.BoolRef
+    loops: tuple
+    line: int
+    seq: int  # position in program order among this side's loads and stores
 
 
 @dataclass(eq=False)
@@ -76,6 +93,7 @@ class SideResult:
     variables: dict[str, z3.ArithRef] = field(default_factory=dict)
     axioms: list = field(default_factory=list)  # facts about counting scans (hold once obligations do)
     obligations: list = field(default_factory=list)  # (name, line, message, z3 goal)
+    loads: list = field(default_factory=list)  # LoadInfo, in program order
 
 
 def _consts(e: z3.ExprRef) -> set:
@@ -113,6 +131,8 @@ class SideEvaluator:
         self.counts: dict[int, tuple] = {}
         self.axioms: list = []
         self.obligations: list = []
+        self.loads: list[LoadInfo] = []
+        self.seq = itertools.count()
 
     # -- names ---------------------------------------------------------------------------------------
     def var(self, name: str) -> z3.ArithRef:
@@ -158,13 +178,14 @@ class SideEvaluator:
             elif p.name in self.config and isinstance(self.config[p.name], (int, float)):
                 self.env[p.name] = const_tile(self.config[p.name])
             elif p.name in self.strides:
-                self.env[p.name] = Tile("int", (), lambda _l, n=p.name: Lin({(n,): z3.IntVal(1)}))
+                self.env[p.name] = Tile("int", (), lambda _l, n=p.name: Lin({(n,): z3.IntVal(1)}),
+                                        wide=z3.Not(fits32(self.stride_var(p.name))))
             else:
                 v = self.var(p.name)
-                self.env[p.name] = Tile("int", (), lambda _l, v=v: Lin.const(v))
+                self.env[p.name] = Tile("int", (), lambda _l, v=v: Lin.const(v), wide=z3.Not(fits32(v)))
         self.block(self.k.body)
         return SideResult(self.side, self.stores, self.loops,
-                          tuple(self.pids[a] for a in sorted(self.pids)), {}, self.axioms, self.obligations)
+                          tuple(self.pids[a] for a in sorted(self.pids)), {}, self.axioms, self.obligations, self.loads)
 
     def stride_var(self, key: str) -> z3.ArithRef:
         return z3.Int(key) if key in self.symbolic else self.var(key)
@@ -230,7 +251,8 @@ class SideEvaluator:
             return
         self.stores.append(StoreInfo(ptr.dtype, self.side, shape, broadcast(ptr, shape),
                                      broadcast(mask, shape) if mask is not None else None,
-                                     broadcast(value, shape), self.alive, tuple(self.loop_stack), s.line))
+                                     broadcast(value, shape), self.alive, tuple(self.loop_stack), s.line,
+                                     next(self.seq)))
 
     def if_(self, s: ir.If) -> None:
         cond = self.expr(s.cond)
@@ -292,6 +314,7 @@ class SideEvaluator:
         loop_id = "/".join([l.id for l in self.loop_stack[-1:]] + [f"loop{s.line}"])
         k = z3.Int(f"k{s.line}@{self.side}")
         start, stop = self.z(start_t), self.z(stop_t)
+        loop_wide = wider(start_t, stop_t)
         carried = [n for n in sorted(self.assigned(s.body)) if n in self.env and n != s.var]
         floats = [n for n in carried if self.env[n].kind == "float"]
         others = [n for n in carried if self.env[n].kind in ("int", "ptr")]
@@ -307,6 +330,7 @@ class SideEvaluator:
         for attempt in range(3):
             info = LoopInfo(loop_id, self.side, k, start, stop, step, {}, self.alive, s.line,
                             tuple(self.loop_stack), s.var)
+            info.wide = loop_wide
             overrides: dict[str, Tile] = {}
             for n in floats:
                 overrides[n] = Tile("float", state_shapes[n],
@@ -394,7 +418,7 @@ class SideEvaluator:
     def run_body(self, s: ir.For, info: LoopInfo, k, overrides: dict[str, Tile], record: bool) -> dict[str, Tile]:
         saved_env, saved_rec, saved_alive = dict(self.env), self.recording, self.alive
         self.env.update(overrides)
-        self.env[s.var] = Tile("int", (), lambda _l: Lin.const(k))
+        self.env[s.var] = Tile("int", (), lambda _l: Lin.const(k), wide=info.wide)
         self.recording = record and saved_rec
         self.loop_stack.append(info)
         try:
@@ -497,8 +521,9 @@ class SideEvaluator:
             vt = v
             return Tile("float", tuple(dims), lambda _l: self.fterm(vt, ()), dtype=e.dtype)
         if e.dtype == "int1":
-            return broadcast(Tile("bool", (), lambda _l: self.zb(v)), tuple(dims))
-        return broadcast(Tile("int", (), lambda _l: Lin.const(self.z(v))), tuple(dims))
+            return broadcast(self.carry(Tile("bool", (), lambda _l: self.zb(v)), v), tuple(dims))
+        return broadcast(self.carry(Tile("int", (), lambda _l: Lin.const(self.z(v))), v,
+                                    wide=z3.BoolVal(True) if e.dtype == "int64" else None), tuple(dims))
 
     def e_DtypeOf(self, e: ir.DtypeOf) -> Tile:
         spec = self.c.param(e.param)
@@ -528,13 +553,19 @@ class SideEvaluator:
         shape, it = [], iter(x.shape)
         for p in e.pattern:
             shape.append(next(it) if p == ":" else 1)
-        return Tile(x.kind, tuple(shape), lambda l: x.at(tuple(l[i] for i in keep)), dtype=x.dtype)
+        out = Tile(x.kind, tuple(shape), lambda l: x.at(tuple(l[i] for i in keep)), dtype=x.dtype, wide=x.wide)
+        if x.side is not None:
+            out.side = lambda l: x.conds(tuple(l[i] for i in keep))
+        return out
 
     def e_Trans(self, e: ir.Trans) -> Tile:
         x = self.expr(e.x)
         if len(x.shape) != 2:
             raise self.fail(e.line, "tl.trans of a non-2D tile")
-        return Tile(x.kind, (x.shape[1], x.shape[0]), lambda l: x.at((l[1], l[0])), dtype=x.dtype)
+        out = Tile(x.kind, (x.shape[1], x.shape[0]), lambda l: x.at((l[1], l[0])), dtype=x.dtype, wide=x.wide)
+        if x.side is not None:
+            out.side = lambda l: x.conds((l[1], l[0]))
+        return out
 
     def e_Cast(self, e: ir.Cast) -> Tile:
         x, d = self.expr(e.x), self.expr(e.dtype)
@@ -545,15 +576,28 @@ class SideEvaluator:
             if dt.startswith("float") or dt == "bfloat16":
                 if x.dtype == dt:
                     return x
-                return Tile("float", x.shape, lambda l: FOp("cast:" + dt, (x.at(l),), e.line), dtype=dt)
+                op = ("bitcast:" + dt) if e.rounding == "bitcast" else \
+                    ("cast:" + dt + ("" if e.rounding == "rtne" else ":" + e.rounding))
+                return Tile("float", x.shape, lambda l: FOp(op, (x.at(l),), e.line), dtype=dt)
             raise self.fail(e.line, "float -> integer conversion")
+        if e.rounding == "bitcast":
+            raise self.fail(e.line, "bitcast between integers and floats")
         if x.kind in ("int", "bool"):
             if dt.startswith("float") or dt == "bfloat16":
                 return Tile("float", x.shape, lambda l: FFromInt(self.z(x, l), e.line), dtype=dt)
             if dt == "int1":
-                return Tile("bool", x.shape, lambda l: self.zb(x, l))
-            return Tile("int", x.shape, lambda l: Lin.const(self.z(x, l)) if x.kind == "bool" else x.at(l),
-                        concrete=x.concrete)
+                return self.carry(Tile("bool", x.shape, lambda l: self.zb(x, l)), x)
+            out = Tile("int", x.shape, lambda l: Lin.const(self.z(x, l)) if x.kind == "bool" else x.at(l),
+                       concrete=x.concrete)
+            if dt in ("int64", "uint64"):
+                return self.carry(out, x, wide=z3.BoolVal(True))
+            self.carry(out, x, wide=None)
+            if x.kind == "int" and x.wide is not None:  # a narrowing cast must not drop bits
+                def narrow(l, w=x.wide):
+                    return merge_conds(x.conds(l), (("int-overflow", e.line,
+                                                     z3.simplify(z3.Or(z3.Not(w), fits32(self.z(x, l))))),))
+                out.side = narrow
+            return out
         raise self.fail(e.line, f"cast of a {x.kind}")
 
     def e_UnaryOp(self, e: ir.UnaryOp) -> Tile:
@@ -589,7 +633,8 @@ class SideEvaluator:
                 raise self.fail(line, f"pointer arithmetic {op} with {a.kind}/{b.kind}")
             p, o = (a, b) if a.kind == "ptr" else (b, a)
             sign = -1 if op == "sub" else 1
-            return Tile("ptr", shape, lambda l: self.offset(p.at(l), o.at(l), sign, line), dtype=p.dtype)
+            out = Tile("ptr", shape, lambda l: self.offset(p.at(l), o.at(l), sign, line), dtype=p.dtype)
+            return self.carry(out, p, o)
         if "fbool" in kinds:
             if op in ("and", "or") and kinds <= {"fbool"}:
                 return Tile("fbool", shape, lambda l: FOp(op, (a.at(l), b.at(l)), line))
@@ -601,13 +646,13 @@ class SideEvaluator:
             return Tile("float", shape, lambda l: FOp(op, (self.fterm(a, l), self.fterm(b, l)), line), dtype=dt)
         if op in ("and", "or", "xor") and kinds == {"bool"}:
             f = {"and": z3.And, "or": z3.Or, "xor": z3.Xor}[op]
-            return Tile("bool", shape, lambda l: f(a.at(l), b.at(l)))
+            return self.carry(Tile("bool", shape, lambda l: f(a.at(l), b.at(l))), a, b)
         if op in ("and", "or", "xor", "lshift", "rshift"):
             raise self.fail(line, f"bitwise {op} on integers")
         if op == "add":
-            return Tile("int", shape, lambda l: self.lin(a, l) + self.lin(b, l))
+            return self.checked(Tile("int", shape, lambda l: self.lin(a, l) + self.lin(b, l)), a, b, line)
         if op == "sub":
-            return Tile("int", shape, lambda l: self.lin(a, l) - self.lin(b, l))
+            return self.checked(Tile("int", shape, lambda l: self.lin(a, l) - self.lin(b, l)), a, b, line)
         if op == "mul":
             def mul(l):
                 x, y = self.lin(a, l), self.lin(b, l)
@@ -616,14 +661,47 @@ class SideEvaluator:
                 if not y.stride_keys:
                     return x.scale(y.coeff(None))
                 return x.times(y)
-            return Tile("int", shape, mul)
+            return self.checked(Tile("int", shape, mul), a, b, line)
         if op in ("floordiv", "mod"):
+            # Z3's div/mod are Euclidean, Triton's truncate toward zero: they agree when the divisor is
+            # positive and the dividend non-negative or a multiple of it, which becomes a side condition
             f = (lambda x, y: x / y) if op == "floordiv" else (lambda x, y: x % y)
-            return Tile("int", shape, lambda l: Lin.const(z3.simplify(f(self.z(a, l), self.z(b, l)))))
+            out = Tile("int", shape, lambda l: Lin.const(z3.simplify(f(self.z(a, l), self.z(b, l)))), wide=wider(a, b))
+
+            def div_side(l):
+                x, y = self.z(a, l), self.z(b, l)
+                c = z3.simplify(z3.And(y > 0, z3.Or(x >= 0, x % y == 0)))
+                return merge_conds(a.conds(l), b.conds(l), (("int-division", line, c),))
+            out.side = div_side
+            return out
         if op == "div":
             return Tile("float", shape, lambda l: FOp("div", (self.fterm(a, l), self.fterm(b, l)), line),
                         dtype="float32")
         raise self.fail(line, f"operator {op}")
+
+    @staticmethod
+    def carry(out: Tile, *parts: Tile, wide: Any = _SAME) -> Tile:
+        """out's side conditions are those of parts at the same lanes (all broadcast to out's shape)."""
+        ps = [p for p in parts if p is not None and p.side is not None]
+        if ps:
+            out.side = lambda l: merge_conds(*[p.conds(l) for p in ps])
+        if wide is _SAME:
+            out.wide = wider(*parts) if out.kind == "int" else None
+        else:
+            out.wide = wide
+        return out
+
+    def checked(self, out: Tile, a: Tile, b: Tile, line: int) -> Tile:
+        """An int add/sub/mul: int64 when an operand is, else int32, where the result must not wrap."""
+        w = wider(a, b)
+        out.wide = w
+
+        def side(l):
+            r = self.z(out, l)
+            c = fits32(r) if w is None else z3.Or(w, fits32(r))
+            return merge_conds(a.conds(l), b.conds(l), (("int-overflow", line, z3.simplify(c)),))
+        out.side = side
+        return out
 
     def lin(self, t: Tile, l: tuple) -> Lin:
         e = t.at(l)
@@ -668,7 +746,7 @@ class SideEvaluator:
         ops = {"lt": lambda x, y: x < y, "le": lambda x, y: x <= y, "gt": lambda x, y: x > y,
                "ge": lambda x, y: x >= y, "eq": lambda x, y: x == y, "ne": lambda x, y: x != y}
         f = ops[e.op]
-        return Tile("bool", shape, lambda l: f(self.z(a, l), self.z(b, l)))
+        return self.carry(Tile("bool", shape, lambda l: f(self.z(a, l), self.z(b, l))), a, b)
 
     def where(self, c: Tile, a: Tile, b: Tile, line: int) -> Tile:
         shape = broadcast_shape(broadcast_shape(c.shape, a.shape), b.shape)
@@ -683,6 +761,18 @@ class SideEvaluator:
         if "float" in (a.kind, b.kind):
             return Tile("float", shape, lambda l: FSelect(self.zb(c, l), self.fterm(a, l), self.fterm(b, l), line),
                         dtype=a.dtype if a.kind == "float" else b.dtype)
+        out = self.where_values(c, a, b, shape, line)
+        if c.side is not None or a.side is not None or b.side is not None:
+            def side(l):
+                cc = self.zb(c, l)
+                return merge_conds(c.conds(l), tuple((n, ln, z3.Implies(cc, x)) for n, ln, x in a.conds(l)),
+                                   tuple((n, ln, z3.Implies(z3.Not(cc), x)) for n, ln, x in b.conds(l)))
+            out.side = side
+        if out.kind == "int":
+            out.wide = wider(a, b)
+        return out
+
+    def where_values(self, c: Tile, a: Tile, b: Tile, shape: tuple, line: int) -> Tile:
         if a.kind == "ptr" and b.kind == "ptr":
             def pfn(l):
                 pa, pb = a.at(l), b.at(l)
@@ -710,9 +800,9 @@ class SideEvaluator:
             a, b = args
             if a.concrete is not None and b.concrete is not None:
                 return const_tile(-(-a.concrete // b.concrete))
-            return Tile("int", broadcast_shape(a.shape, b.shape),
-                        lambda l: Lin.const(z3.simplify((self.z(broadcast(a, ()), ()) + self.z(b) - 1) / self.z(b)))
-                        if not a.shape and not b.shape else self._nd(e))
+            return self.carry(Tile("int", broadcast_shape(a.shape, b.shape),
+                              lambda l: Lin.const(z3.simplify((self.z(broadcast(a, ()), ()) + self.z(b) - 1) / self.z(b)))
+                              if not a.shape and not b.shape else self._nd(e)), a, b)
         if fn in ("min", "max", "minimum", "maximum") and len(args) == 2:
             a, b = args
             if a.concrete is not None and b.concrete is not None:
@@ -728,10 +818,11 @@ class SideEvaluator:
             def ifn(l):
                 x, y = self.z(a, l), self.z(b, l)
                 return Lin.const(z3.If(x <= y, x, y) if lt else z3.If(x >= y, x, y))
-            return Tile("int", shape, ifn)
+            return self.carry(Tile("int", shape, ifn), a, b)
         if fn == "abs" and args[0].kind == "int":
             a = args[0]
-            return Tile("int", a.shape, lambda l: Lin.const(z3.If(self.z(a, l) < 0, -self.z(a, l), self.z(a, l))))
+            return self.carry(Tile("int", a.shape, lambda l: Lin.const(z3.If(self.z(a, l) < 0, -self.z(a, l),
+                                                                               self.z(a, l)))), a)
         shape = ()
         for a in args:
             shape = broadcast_shape(shape, a.shape)
@@ -793,15 +884,31 @@ class SideEvaluator:
         kdim = a.shape[1]
         shape = (a.shape[0], b.shape[1])
         acc = broadcast(self.expr(e.acc), shape) if e.acc is not None else None
+        op = "dot" + self.dot_options(e)
 
         def fn(l):
             j = red_var(e.line, self.side, tuple(l))
-            red = FReduce("dot", j, kdim, FOp("mul", (self.fterm(a, (l[0], j)), self.fterm(b, (j, l[1]))), e.line),
+            red = FReduce(op, j, kdim, FOp("mul", (self.fterm(a, (l[0], j)), self.fterm(b, (j, l[1]))), e.line),
                           e.line)
             if acc is not None:
-                return FOp("dot_acc", (self.fterm(acc, l), red), e.line)
+                return FOp(op + "_acc", (self.fterm(acc, l), red), e.line)
             return red
         return Tile("float", shape, fn, dtype="float32")
+
+    def dot_options(self, e: ir.Dot) -> str:
+        """The precision options are part of a dot's identity (an ieee and a tf32 dot of equal tiles differ);
+        they must be constexpr, and a dot without input_precision is its own operation (the default is set
+        by the platform and TRITON_F32_DEFAULT)."""
+        opts = {}
+        for k, x in e.options:
+            t = self.expr(x)
+            if t.concrete is None:
+                raise self.fail(e.line, f"tl.dot {k} must be a constexpr")
+            opts[k] = t.concrete
+        if "allow_tf32" in opts:
+            opts.setdefault("input_precision", "tf32" if opts.pop("allow_tf32") else "ieee")
+        opts.setdefault("input_precision", "default")
+        return "[" + ",".join(f"{k}={v}" for k, v in sorted(opts.items())) + "]"
 
     def e_Load(self, e: ir.Load) -> Tile:
         ptr = self.expr(e.ptr)
@@ -817,6 +924,9 @@ class SideEvaluator:
         mask = broadcast(mask, shape) if mask is not None else None
         other = broadcast(other, shape) if other is not None else None
         spec = self.c.tensors[ptr.dtype]
+        if self.recording:
+            self.loads.append(LoadInfo(ptr.dtype, self.side, shape, ptr, mask, self.alive, tuple(self.loop_stack),
+                                       e.line, next(self.seq)))
         if spec.is_float:
             def ffn(l):
                 p = ptr.at(l)
@@ -837,4 +947,4 @@ class SideEvaluator:
             return Lin.const(v)
         if spec.dtype == "int1":
             return Tile("bool", shape, lambda l: ifn(l).coeff(None) != 0)
-        return Tile("int", shape, ifn)
+        return Tile("int", shape, ifn, wide=z3.BoolVal(True) if spec.dtype in ("int64", "uint64") else None)

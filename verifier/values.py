@@ -267,6 +267,12 @@ class Tile:
     concrete: Any = None  # Python value of a constexpr scalar
     dtype: Optional[str] = None
     memo: dict = field(default_factory=dict, repr=False)  # lane ids -> (lanes, element); fn is pure
+    # integer tiles: is the value 64 bits wide (a Z3 boolean: a scalar argument is int64 only when its value
+    # does not fit int32, as Triton specializes it), and the side conditions its computation needs (no
+    # int32 wrap, no truncating division of a negative value): lanes -> ((obligation, line, condition), ...)
+    wide: Any = None
+    side: Optional[Callable[[tuple], tuple]] = None
+    side_memo: dict = field(default_factory=dict, repr=False)
 
     def at(self, lanes: tuple) -> Elem:
         lanes = tuple(lanes)
@@ -275,6 +281,60 @@ class Tile:
         if hit is None:
             hit = self.memo[key] = (lanes, self.fn(lanes))  # the lanes stay alive, so their ids are not reused
         return hit[1]
+
+    def conds(self, lanes: tuple) -> tuple:
+        if self.side is None:
+            return ()
+        lanes = tuple(lanes)
+        key = tuple(x.get_id() if isinstance(x, z3.AstRef) else ("py", x) for x in lanes)
+        hit = self.side_memo.get(key)
+        if hit is None:
+            hit = self.side_memo[key] = (lanes, self.side(lanes))
+        return hit[1]
+
+    @property
+    def is_wide(self) -> z3.BoolRef:
+        return self.wide if self.wide is not None else z3.BoolVal(False)
+
+
+INT32_MIN, INT32_MAX = -(2 ** 31), 2 ** 31 - 1
+
+
+def fits32(e: Any) -> z3.BoolRef:
+    return z3.And(e >= INT32_MIN, e <= INT32_MAX)
+
+
+def merge_conds(*groups: tuple) -> tuple:
+    seen, out = set(), []
+    for g in groups:
+        for c in g:
+            k = (c[0], c[1], c[2].get_id())
+            if k not in seen:
+                seen.add(k)
+                out.append(c)
+    return tuple(out)
+
+
+def wider(*tiles: "Tile") -> Any:
+    ws = [t.wide for t in tiles if t is not None and t.wide is not None]
+    if not ws:
+        return None
+    w = z3.simplify(z3.Or(*ws)) if len(ws) > 1 else ws[0]
+    return None if z3.is_false(w) else w
+
+
+def with_side(t: "Tile", side: Optional[Callable[[tuple], tuple]], wide: Any = None) -> "Tile":
+    t.side = side
+    t.wide = wide
+    return t
+
+
+def carried_side(parts: list, lane_map: Callable[[tuple, int], tuple]) -> Optional[Callable[[tuple], tuple]]:
+    """The side conditions of a tile built from `parts` (each read at lane_map(lanes, index))."""
+    parts = [(i, p) for i, p in enumerate(parts) if p is not None and p.side is not None]
+    if not parts:
+        return None
+    return lambda l: merge_conds(*[p.conds(lane_map(l, i)) for i, p in parts])
 
 
 def const_tile(v: Any) -> Tile:
@@ -328,8 +388,13 @@ def broadcast(t: Tile, shape: tuple) -> Tile:
     src = t.shape
     zero = z3.IntVal(0)
 
-    def fn(lanes, t=t, n=n, m=m, src=src):
-        sub = lanes[n - m:]
-        return t.at(tuple(zero if is_one(s) else x for s, x in zip(src, sub)))
+    def sub_lanes(lanes, n=n, m=m, src=src):
+        return tuple(zero if is_one(s) else x for s, x in zip(src, lanes[n - m:]))
 
-    return Tile(t.kind, shape, fn, None, t.dtype)
+    def fn(lanes, t=t):
+        return t.at(sub_lanes(lanes))
+
+    out = Tile(t.kind, shape, fn, None, t.dtype, wide=t.wide)
+    if t.side is not None:
+        out.side = lambda lanes, t=t: t.conds(sub_lanes(lanes))
+    return out

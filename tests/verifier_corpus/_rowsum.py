@@ -11,6 +11,7 @@ PARAMS = {"v": tensor(("KL",), (1,)), "q": tensor(("QL",), (1,)), "o": tensor(("
 PREFIX = goal(
     "prefix_equivalence",
     pre=("0 <= x < L.q_len", "0 <= y < R.q_len", "L.q_len <= L.k_len", "R.q_len <= R.k_len",
+         "L.q_len <= L.QL", "R.q_len <= R.QL",
          "L.k_len - L.q_len + x == p", "R.k_len - R.q_len + y == p",
          "L.q[x] == R.q[y]", "L.v[0:p + 1] == R.v[0:p + 1]"),
     post=("L.o[x] == R.o[y]",),

@@ -16,6 +16,9 @@ CONFIGS = [{"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32}]
                 pre=("R.M == 1", "0 <= x < L.M", "L.a[x, :] == R.a[0, :]", "L.b[:, :] == R.b[:, :]"),
                 post=("L.c[x, :] == R.c[0, :]",))],
     configs=CONFIGS,
+    bounds=tuple(f"({S}.M - 1) * {S}.stride_am + (K - 1) * {S}.stride_ak < 2**31" for S in "LR")
+    + tuple(f"(K - 1) * {S}.stride_bk + (N - 1) * {S}.stride_bn < 2**31" for S in "LR")
+    + tuple(f"({S}.M - 1) * {S}.stride_cm + (N - 1) * {S}.stride_cn < 2**31" for S in "LR"),
 )
 @triton.jit
 def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,

@@ -15,7 +15,8 @@ use_lane_invariant_interpreter()
 # Relational contract, proved by `vosti verify` (verifier/).  slot_write: token t of the left launch and
 # token u of the right launch with equal key/value rows and valid slots store equal bits into their own
 # slots, whatever the batch (T, other tokens, slot numbers).  writes_only_its_slots: every store lands in
-# a slot named by slot_mapping[0:T] (other pages, shared prefix pages included, keep their bits).
+# a valid (>= 0) slot named by slot_mapping[0:T] (other pages, shared prefix pages included, keep their
+# bits; a padding token, slot -1, writes nothing).
 _WRITE_KV_TENSORS = {
     "key_ptr": tensor(("T", "HKV", "HEAD_DIM"), ("stride_kt", "stride_kh", 1)),
     "value_ptr": tensor(("T", "HKV", "HEAD_DIM"), ("stride_vt", "stride_vh", 1)),
@@ -26,6 +27,11 @@ _WRITE_KV_TENSORS = {
 _DISTINCT_SLOTS = ("forall(a, 0 <= a < {s}.T, forall(b, 0 <= b < {s}.T, implies(a != b and "
                    "{s}.slot_mapping_ptr[a] >= 0, {s}.slot_mapping_ptr[a] != {s}.slot_mapping_ptr[b])))")
 _SLOT = "{s}.{cache}[{s}.slot_mapping_ptr[{t}] // PAGE_SIZE, {s}.slot_mapping_ptr[{t}] % PAGE_SIZE, :, :]"
+# every launch: slots name cache rows (or are -1, padding); head offsets are formed in int32
+_WELL_FORMED = tuple(c.format(s=s) for s in "LR" for c in (
+    "forall(a, 0 <= a < {s}.T, {s}.slot_mapping_ptr[a] < {s}.NB * PAGE_SIZE)",
+    "(HKV - 1) * {s}.stride_kh < 2147483648", "(HKV - 1) * {s}.stride_vh < 2147483648",
+    "(HKV - 1) * {s}.stride_kch < 2147483648", "(HKV - 1) * {s}.stride_vch < 2147483648"))
 
 
 @contract(
@@ -41,10 +47,12 @@ _SLOT = "{s}.{cache}[{s}.slot_mapping_ptr[{t}] // PAGE_SIZE, {s}.slot_mapping_pt
                         for c in ("k_cache_ptr", "v_cache_ptr"))),
         goal("writes_only_its_slots", same=("num_kv_heads", "HKV"),
              pre=("num_kv_heads == HKV", "L.T <= L.SM"),
-             post=tuple(f"forall(t, 0 <= t < L.T, only({_SLOT.format(s='L', t='t', cache=c)}))"
+             post=tuple(f"forall(t, 0 <= t < L.T and L.slot_mapping_ptr[t] >= 0, "
+                        f"only({_SLOT.format(s='L', t='t', cache=c)}))"
                         for c in ("k_cache_ptr", "v_cache_ptr"))),
     ],
     symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_H"),
+    bounds=_WELL_FORMED,
     assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "BLOCK_H >= 1"),
 )
 @triton.jit

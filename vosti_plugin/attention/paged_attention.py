@@ -79,12 +79,24 @@ _ROW_AT_P = (
 )
 _ROWS_AT_P = tuple(c.format(S="L", s="sL", r="x") for c in _ROW_AT_P) + tuple(
     c.format(S="R", s="sR", r="y") for c in _ROW_AT_P)
+# head and in-page offsets are formed in int32 (tokens and pages are int64)
+_INT32_OFFSETS = tuple(c.format(S=S) for S in "LR" for c in (
+    "forall(i, 0 <= i < {S}.num_seqs, {S}.query_start_loc_ptr[i + 1] - {S}.query_start_loc_ptr[i] <= "
+    "{S}.seq_lens_ptr[i] and {S}.seq_lens_ptr[i] < 1073741824)",
+    "(HQ - 1) * {S}.stride_qh < 2147483648", "(HQ - 1) * {S}.stride_oh < 2147483648",
+    "(PAGE_SIZE - 1) * {S}.stride_kp < 2147483648", "(HKV - 1) * {S}.stride_kh < 2147483648",
+    "(PAGE_SIZE - 1) * {S}.stride_vp < 2147483648", "(HKV - 1) * {S}.stride_vh < 2147483648"))
 _LO = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
 _KV_EQUAL = tuple(
     f"forall(j, {_LO} <= j <= p, L.{t}[L.block_table_ptr[sL, j // PAGE_SIZE], j % PAGE_SIZE, :, :] == "
     f"R.{t}[R.block_table_ptr[sR, j // PAGE_SIZE], j % PAGE_SIZE, :, :])" for t in ("k_ptr", "v_ptr"))
+# the cache holds finite V for every valid key of the row's sequence: a masked probability (exactly 0) times a
+# valid V row past p is 0; a V load past the sequence's keys reads another request's slot or garbage
+# (possibly inf/NaN, and 0 * NaN = NaN), so the kernel masks it to 0
+_V_FINITE = tuple(f"forall(j, 0 <= j < {S}.seq_lens_ptr[{s}], finite({S}.v_ptr[{S}.block_table_ptr[{s}, j // PAGE_SIZE], "
+                  f"j % PAGE_SIZE, :, :]))" for S, s in (("L", "sL"), ("R", "sR")))
 _SAME_ROW = ("num_q_heads", "HQ", "HKV", "scale", "soft_cap", "window")
-_ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p >= 0") + _ROWS_AT_P
+_ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p >= 0") + _ROWS_AT_P + _V_FINITE
 # the program and lane that own row {r} (coverage hint, checked): query block, KV head, row in the tile
 _WRITER = {"pid0": "{S}.query_start_loc_ptr[{s}] // BLOCK_Q + {s} + ({r} - {S}.query_start_loc_ptr[{s}]) // BLOCK_Q",
            "pid1": "{h} // QUERIES_PER_KV",
@@ -112,6 +124,7 @@ _SEGMENT_PARTIALS_EQUAL = tuple(
                           "seg": "g"} for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}),
     ],
     symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
+    bounds=_INT32_OFFSETS,
     assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1", "BLOCK_Q >= 1",
             "BLOCK_M == BLOCK_Q * QUERIES_PER_KV", "BLOCK_N >= 1", "SEGMENT % BLOCK_N == 0"),
 )
@@ -300,6 +313,7 @@ def _paged_attention_segments_kernel(
                 witness={"L": {"pid0": "x", "pid1": "e1"}, "R": {"pid0": "y", "pid1": "e1"}})],
     symbolic=("HEAD_DIM",),
     assume=("HEAD_DIM >= 1",),
+    bounds=tuple(f"(HQ - 1) * {S}.stride_oh < 2147483648" for S in "LR"),
 )
 @triton.jit
 def _combine_segments_kernel(

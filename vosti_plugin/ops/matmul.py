@@ -166,6 +166,14 @@ _jit_options = {} if interpreting() else {"launch_metadata": _launch_metadata}
 # over k0 = 0, BLOCK_K, ... < K in that order whatever M is; rows >= M are masked loads of 0 and
 # masked stores, and never mix into another row's accumulator.
 _ROW_PRE = ("R.M == 1", "0 <= x < L.M")  # row x of a launch of any M vs a launch of one row
+# The kernels index K and N in int32 (only rows are int64): the element offsets of b, and a's and c's
+# column offsets, must fit int32 (the verifier's int-overflow obligation needs these).
+_I32 = 2 ** 31
+_INT32_OFFSETS = tuple(c.format(S=S, I=_I32) for S in "LR" for c in (
+    "(K - 1) * {S}.stride_ak < {I}", "(K - 1) * {S}.stride_bk + (N - 1) * {S}.stride_bn < {I}",
+    "(N - 1) * {S}.stride_cn < {I}"))
+_SPLIT_ROWS_INT32 = tuple(f"SPLIT_K * {S}.M < {_I32}" for S in "LR")  # split * M is formed in int32
+_SPLIT_WORKSPACE = tuple(f"{S}.PR == SPLIT_K * {S}.M" for S in "LR")  # part holds SPLIT_K row blocks of M
 
 
 @contract(
@@ -178,6 +186,7 @@ _ROW_PRE = ("R.M == 1", "0 <= x < L.M")  # row x of a launch of any M vs a launc
                 pre=_ROW_PRE + ("L.a_ptr[x, :] == R.a_ptr[0, :]", "L.b_ptr[:, :] == R.b_ptr[:, :]",
                                 "L.bias_ptr[:] == R.bias_ptr[:]"),
                 post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+    bounds=_INT32_OFFSETS,
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
 def mm_kernel(
@@ -222,6 +231,8 @@ def mm_kernel(
     verif=[goal("row_invariance", same=("N", "K", "K_PER_SPLIT"),
                 pre=_ROW_PRE + ("L.a_ptr[x, :] == R.a_ptr[0, :]", "L.b_ptr[:, :] == R.b_ptr[:, :]"),
                 post=("forall(s, 0 <= s < SPLIT_K, L.part_ptr[s * L.M + x, :] == R.part_ptr[s * R.M, :])",))],
+    bounds=_INT32_OFFSETS[:2] + _INT32_OFFSETS[3:5] + _SPLIT_ROWS_INT32 + _SPLIT_WORKSPACE + (
+        "K_PER_SPLIT == cdiv(cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K",),
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
 def mm_splitk_partial_kernel(
@@ -265,6 +276,7 @@ def mm_splitk_partial_kernel(
                 pre=_ROW_PRE + ("forall(s, 0 <= s < SPLIT_K, L.part_ptr[s * L.M + x, :] == R.part_ptr[s * R.M, :])",
                                 "L.bias_ptr[:] == R.bias_ptr[:]"),
                 post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+    bounds=(_INT32_OFFSETS[2], _INT32_OFFSETS[5]) + _SPLIT_ROWS_INT32,
 )
 @triton.jit(do_not_specialize=["M"])
 def splitk_combine_kernel(
@@ -313,6 +325,7 @@ def splitk_combine_kernel(
                 pre=_ROW_PRE + ("L.a_ptr[x, :] == R.a_ptr[0, :]", "L.b_ptr[:, :] == R.b_ptr[:, :]",
                                 "L.bias_ptr[:] == R.bias_ptr[:]"),
                 post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+    bounds=_INT32_OFFSETS,
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
 def mm_tall_kernel(

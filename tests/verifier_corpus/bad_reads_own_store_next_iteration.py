@@ -1,0 +1,21 @@
+"""Negative (memory model): each chunk of a row rescales by a value the previous iteration stored to the
+output, read back from global memory (a store-then-load through memory, not a register)."""
+import triton
+import triton.language as tl
+
+from verifier.contracts import contract
+
+from tests.verifier_corpus._rows import CONFIGS, GRID, PARAMS, ROW
+
+EXPECT = "read-after-write"
+
+
+@contract(params=PARAMS, grid=GRID, verif=[ROW])
+@triton.jit
+def carry_through_memory_kernel(x, y, M, N, sx, sy, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    for c in range(0, N, BLOCK):
+        cols = c + tl.arange(0, BLOCK)
+        prev = tl.load(y + row * sy + cols - BLOCK, mask=(cols < N) & (cols >= BLOCK), other=1.0)  # BUG
+        v = tl.load(x + row * sx + cols, mask=cols < N, other=0.0)
+        tl.store(y + row * sy + cols, v * prev, mask=cols < N)
