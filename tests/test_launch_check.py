@@ -35,7 +35,8 @@ def _refusal(model, **overrides) -> str:
 def test_unsupported_head_size_aborts_startup(tmp_path):
     model = _config_only_model(tmp_path, hidden_size=192, num_attention_heads=4, head_dim=48)
     message = _refusal(model)
-    assert "[attention-geometry]" in message and "head_dim=48" in message
+    assert "[attention-geometry]" in message and "head size 48" in message
+    assert "this model's geometry is not supported yet: head size 48" in message
 
 
 def test_page_size_not_multiple_of_tile_aborts_startup(tiny_model_path):
@@ -46,7 +47,8 @@ def test_page_size_not_multiple_of_tile_aborts_startup(tiny_model_path):
     page = 16
     tile = select_config(32, 4, 2, page, torch.float32).block_n
     assert page % tile != 0, "the fp32 catalog's KV tile must exceed 16 for this case"
-    assert "[page-multiple-of-tile]" in _refusal(tiny_model_path, block_size=page)
+    message = _refusal(tiny_model_path, block_size=page)
+    assert "[page-size]" in message and "fix: pass --block-size 32" in message
 
 
 def test_refused_feature_aborts_startup(tiny_model_path):
@@ -77,12 +79,16 @@ def test_third_party_hookimpl_veto_aborts_startup(tiny_model_path, tmp_path, mon
     sys.modules.pop("acme_rules", None)
 
 
-def test_valid_launch_writes_certificate(tiny_model_path, tmp_path):
+def test_valid_launch_writes_certificate_to_the_file_and_to_vllms_log(tiny_model_path, tmp_path, capfd,
+                                                                       monkeypatch):
     import gc
     import time
 
     from vllm import SamplingParams
 
+    from vosti_plugin.launch import check
+
+    monkeypatch.setattr(check, "_accepted", {})   # a launch accepted earlier in this process logs nothing new
     cert_path = tmp_path / "cert.json"
     t0 = time.perf_counter()
     llm = _start(tiny_model_path, additional_config={"vosti": {"certificate": str(cert_path)}})
@@ -95,6 +101,12 @@ def test_valid_launch_writes_certificate(tiny_model_path, tmp_path):
         assert "paged_attention" in cert["kernel_configs"]
         assert cert["versions"]["vllm"] and cert["versions"]["triton"]
         assert any("Triton compiler" in t for t in cert["trusted_base"])
+        captured = capfd.readouterr()
+        logged = [line for line in (captured.out + captured.err).splitlines()
+                  if check.CERTIFICATE_LOG_PREFIX in line]
+        assert len(logged) == 1, "the certificate must be in vLLM's log once"
+        assert " INFO " in logged[0] and "pid=" in logged[0], f"not vLLM's log format: {logged[0][:120]}"
+        assert json.loads(logged[0].split(check.CERTIFICATE_LOG_PREFIX, 1)[1]) == cert
         print(f"startup {startup:.1f}s, launch check {cert['check_seconds']:.3f}s")
         out = llm.generate([{"prompt_token_ids": [5, 6, 7]}], SamplingParams(max_tokens=1), use_tqdm=False)
         assert len(out[0].outputs[0].token_ids) == 1
@@ -114,4 +126,5 @@ def test_offline_verify_model_runs_the_same_check(tiny_model_path):
     assert "kernel-configs-verified" in ok.output and "FAILED" not in ok.output
     bad = runner.invoke(app, ["verify", "--model", tiny_model_path, "--dtype", "float32", "--block-size", "16"])
     assert bad.exit_code == 1
-    assert "page-multiple-of-tile" in bad.output and "FAILED" in bad.output
+    assert "page-size" in bad.output and "FAILED" in bad.output and "fix: pass --block-size 32" in bad.output
+    assert bad.output.strip().splitlines()[-1].startswith("summary: ")

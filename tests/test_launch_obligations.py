@@ -7,6 +7,12 @@ from vosti_plugin.launch.check import plugin_manager, run_check
 from vosti_plugin.launch.facts import LaunchFacts
 from vosti_plugin.launch.hookspecs import hookimpl
 from vosti_plugin.launch.obligations import Failure
+from vosti_plugin.scheduler import VostiScheduler
+
+
+class SyncOnlyScheduler(VostiScheduler):
+    pass
+
 
 GOOD = LaunchFacts(
     model="tiny", architecture="LlamaForCausalLM", dtype="float32", head_size=32, num_q_heads=4,
@@ -17,13 +23,14 @@ GOOD = LaunchFacts(
 
 VIOLATIONS = {
     "attention-geometry": dict(head_size=48),
-    "page-multiple-of-tile": dict(page_size=16),
+    "page-size": dict(page_size=16),
     "dtype": dict(dtype="bfloat16"),
     "kv-cache-dtype": dict(kv_cache_dtype="fp8"),
     "slot-index-int32": dict(num_gpu_blocks=2**31 // 32 + 1),
     "token-offset-int32": dict(max_num_batched_tokens=2**31 // (4 * 32) + 1),
     "no-speculative-decoding": dict(speculative=True),
-    "async-scheduler": dict(async_scheduling=True, scheduler_cls="vllm.v1.core.sched.scheduler.Scheduler"),
+    # a VostiScheduler subclass (so vosti-scheduler holds) that is not VostiAsyncScheduler
+    "async-scheduler": dict(async_scheduling=True, scheduler_cls=f"{__name__}.SyncOnlyScheduler"),
     "no-cascade-attention": dict(cascade_attention=True),
     "no-lora": dict(lora=True),
     "no-kv-transfer": dict(kv_transfer=True),

@@ -45,15 +45,25 @@ def _run_mode(mode: str, args: list[str], log: Path, timeout_s: float, cells: in
         return proc.returncode
 
 
+# A GPU gets the grid of integration/results/h200-s4; a CPU runs Triton's interpreter in fp32, where a real-size
+# model takes minutes per token, so it gets the bundled tiny model and a short context (about a minute per mode).
+GPU_DEFAULTS = dict(model="llama31-8b", contexts="0,1024,4096,8192,16384", batches="1,4,16", decode_tokens=128,
+                    max_model_len=20000)
+CPU_DEFAULTS = dict(model="tiny", contexts="0,256", batches="1,4", decode_tokens=16, max_model_len=1024)
+
+
 def bench(
-    model: str = typer.Option("llama31-8b", help="llama31-8b, gemma3-4b, qwen3-8b (dummy weights), tiny, "
-                                                 "or a model directory (its own weights)"),
+    model: Optional[str] = typer.Option(None, help="llama31-8b, gemma3-4b, qwen3-8b (dummy weights), tiny, "
+                                                   "or a model directory (its own weights); default: llama31-8b "
+                                                   "on a GPU, tiny on CPU"),
     modes: Optional[str] = typer.Option(None, help="comma list of vosti,default,bi (also vosti-sync, vosti-async, "
                                         "vosti-tall); default: vosti,default,bi on a GPU, vosti,default on CPU"),
-    contexts: str = typer.Option("0,1024,4096,8192,16384", help="cached context lengths"),
-    batches: str = typer.Option("1,4,16", help="batch sizes"),
-    decode_tokens: int = typer.Option(128, help="tokens decoded per request"),
-    max_model_len: int = typer.Option(20000),
+    contexts: Optional[str] = typer.Option(None, help="cached context lengths (default: 0,1024,4096,8192,16384 on "
+                                           "a GPU, 0,256 on CPU)"),
+    batches: Optional[str] = typer.Option(None, help="batch sizes (default: 1,4,16 on a GPU, 1,4 on CPU)"),
+    decode_tokens: Optional[int] = typer.Option(None, help="tokens decoded per request (default: 128 on a GPU, "
+                                                "16 on CPU)"),
+    max_model_len: Optional[int] = typer.Option(None, help="default: 20000 on a GPU, 1024 on CPU"),
     dtype: Optional[str] = typer.Option(None, help="default bfloat16 on a GPU, float32 on CPU (vosti on CPU is fp32)"),
     eager: bool = typer.Option(False, "--eager", help="no CUDA graphs / torch.compile"),
     mode_timeout: float = typer.Option(900.0, help="seconds per mode before it is stopped"),
@@ -65,6 +75,12 @@ def bench(
     from vosti_plugin.engine_presets import has_gpu
 
     gpu = has_gpu()
+    defaults = GPU_DEFAULTS if gpu else CPU_DEFAULTS
+    model = model or defaults["model"]
+    contexts = contexts or defaults["contexts"]
+    batches = batches or defaults["batches"]
+    decode_tokens = decode_tokens or defaults["decode_tokens"]
+    max_model_len = max_model_len or defaults["max_model_len"]
     wanted = _split(modes) if modes else (["vosti", "default", "bi"] if gpu else ["vosti", "default"])
     unknown = [m for m in wanted if m not in MODES]
     if unknown:

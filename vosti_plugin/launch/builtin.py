@@ -5,9 +5,10 @@ import z3
 
 from vosti_plugin.launch.facts import LaunchFacts
 from vosti_plugin.launch.hookspecs import hookimpl
-from vosti_plugin.launch.obligations import Obligation
+from vosti_plugin.launch.obligations import NOT_SUPPORTED_YET, Obligation, Refusal
 
 INT32_MAX = 2**31 - 1
+VOSTI_SCHEDULER = "vosti_plugin.scheduler.VostiScheduler"   # what vosti sets unless --scheduler-cls is given
 SUPPORTED_DTYPES_BY_PLATFORM = {
     "cpu": {"float32"},               # bf16/fp16 through the Triton interpreter are broken
     "cuda": {"float32", "float16", "bfloat16"},
@@ -21,28 +22,76 @@ def _prove(claim, *constraints) -> bool:
     return solver.check() == z3.unsat
 
 
-def _attention_config(f: LaunchFacts):
+PREFERRED_DTYPE = {"cpu": "float32", "cuda": "bfloat16"}
+WHY_DTYPES = {"cpu": "Triton's interpreter is exact only in float32 (its bfloat16/float16 arithmetic is broken)"}
+
+
+def _dtype(f: LaunchFacts):
+    allowed = SUPPORTED_DTYPES_BY_PLATFORM.get(f.platform, set())
+    if f.dtype in allowed:
+        return None
+    if not allowed:
+        return Refusal(f"platform {f.platform!r} has no vosti kernels",
+                       fix="none: vosti runs on CUDA GPUs and on CPU (through Triton's interpreter)")
+    why = WHY_DTYPES.get(f.platform, f"the kernel catalog covers {', '.join(sorted(allowed))} there")
+    to = PREFERRED_DTYPE[f.platform]
+    return Refusal(f"dtype {f.dtype} is not covered on {f.platform}: {why}",
+                   fix=f"pass --dtype {to}", fix_args=("--dtype", to), fixed={"dtype": to})
+
+
+def _attention_geometry(f: LaunchFacts):
+    """What the model itself fixes (head size, query heads per KV head): no launch argument changes it."""
+    from vosti_plugin.attention.config import SUPPORTED_HEAD_DIMS, SUPPORTED_QUERIES_PER_KV
+
+    problems, covered = [], []
+    if f.head_size not in SUPPORTED_HEAD_DIMS:
+        problems.append(f"head size {f.head_size}")
+        covered.append(f"head sizes {', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+    if f.num_kv_heads < 1 or f.num_q_heads % f.num_kv_heads:
+        problems.append(f"{f.num_q_heads} query heads over {f.num_kv_heads} KV heads (not a whole GQA group)")
+        covered.append("query heads a multiple of KV heads")
+    elif f.num_q_heads // f.num_kv_heads not in SUPPORTED_QUERIES_PER_KV:
+        problems.append(f"{f.num_q_heads // f.num_kv_heads} query heads per KV head ({f.num_q_heads}/{f.num_kv_heads})")
+        covered.append(f"{', '.join(map(str, SUPPORTED_QUERIES_PER_KV))} query heads per KV head")
+    if not problems:
+        return None
+    what = " and ".join(problems)
+    return Refusal(f"{what}: the attention kernels cover {'; '.join(covered)}", fix=NOT_SUPPORTED_YET + what)
+
+
+def _attention_config(f: LaunchFacts, page_size: int | None = None):
     import torch
 
     from vosti_plugin.attention.config import select_config
 
-    return select_config(f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, getattr(torch, f.dtype))
+    page = f.page_size if page_size is None else page_size
+    return select_config(f.head_size, f.num_q_heads, f.num_kv_heads, page, getattr(torch, f.dtype))
 
 
-def _attention_geometry(f: LaunchFacts):
-    try:
-        _attention_config(f)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def _page_multiple_of_tile(f: LaunchFacts):
-    cfg = _attention_config(f)
+def _fits_tile(f: LaunchFacts, page_size: int) -> bool:
     page, tile = z3.Int("page_size"), z3.Int("block_n")
-    if not _prove(page % tile == 0, page == f.page_size, tile == cfg.block_n):
-        return f"page size {f.page_size} is not a multiple of the attention KV tile {cfg.block_n}"
-    return None
+    return _prove(page % tile == 0, page == page_size, tile == _attention_config(f, page_size).block_n)
+
+
+def _page_size(f: LaunchFacts):
+    """The page size is one the attention kernel is built for and a whole number of its KV tiles."""
+    from vosti_plugin.attention.config import SUPPORTED_PAGE_SIZES
+
+    good = [p for p in SUPPORTED_PAGE_SIZES if _fits_tile(f, p)]
+    if f.page_size in good:
+        return None
+    if f.page_size in SUPPORTED_PAGE_SIZES:
+        why = (f"page size {f.page_size} is not a multiple of the attention KV tile "
+               f"{_attention_config(f).block_n} ({f.dtype}, head size {f.head_size})")
+    else:
+        why = f"page size {f.page_size} is not one the attention kernel is built for"
+    if not good:
+        return Refusal(why, fix=NOT_SUPPORTED_YET + f"no page size the attention kernel is built for "
+                                f"({', '.join(map(str, SUPPORTED_PAGE_SIZES))}) is a whole number of its KV tiles")
+    to = next((p for p in good if p >= f.page_size), good[-1])
+    others = [str(p) for p in good if p != to]
+    return Refusal(why, fix=f"pass --block-size {to}" + (f" (or {' or '.join(others)})" if others else ""),
+                   fix_args=("--block-size", str(to)), fixed={"page_size": to})
 
 
 def _slot_index_fits_int32(f: LaunchFacts):
@@ -59,7 +108,12 @@ def _slot_index_fits_int32(f: LaunchFacts):
         (b * page + o) * row_elems + row_elems <= INT32_MAX * 2**32,  # kernels use int64 for cache offsets
         b >= 0, b < blocks, o >= 0, o < page,
     ) and _prove(b * page + o <= INT32_MAX, b >= 0, b < blocks, o >= 0, o < page)
-    return None if ok else f"slot indices exceed int32 with {blocks} pages of {page}"
+    if ok:
+        return None
+    most = (INT32_MAX + 1) // page
+    return Refusal(f"slot indices exceed int32 with {blocks} pages of {page}",
+                   fix=f"pass --num-gpu-blocks-override {most} (at most {most} pages of {page} fit int32)",
+                   fix_args=("--num-gpu-blocks-override", str(most)), fixed={"num_gpu_blocks": most})
 
 
 def _token_offsets_fit_int32(f: LaunchFacts):
@@ -68,14 +122,12 @@ def _token_offsets_fit_int32(f: LaunchFacts):
         (t * f.num_q_heads + h) * f.head_size + d <= INT32_MAX,
         t >= 0, t < f.max_num_batched_tokens, h >= 0, h < f.num_q_heads, d >= 0, d < f.head_size,
     )
-    return None if ok else "query/output element offsets for a full batch exceed int32"
-
-
-def _dtype(f: LaunchFacts):
-    allowed = SUPPORTED_DTYPES_BY_PLATFORM.get(f.platform, set())
-    if f.dtype not in allowed:
-        return f"dtype {f.dtype} on {f.platform} is not covered (supported: {sorted(allowed) or 'none'})"
-    return None
+    if ok:
+        return None
+    most = (INT32_MAX + 1) // (f.num_q_heads * f.head_size)
+    return Refusal(f"query/output element offsets of {f.max_num_batched_tokens} batched tokens exceed int32",
+                   fix=f"pass --max-num-batched-tokens {most} or fewer",
+                   fix_args=("--max-num-batched-tokens", str(most)), fixed={"max_num_batched_tokens": most})
 
 
 def _refuse(flag: str, what: str):
@@ -97,9 +149,11 @@ def _scheduler(f: LaunchFacts):
     try:
         cls = resolve_obj_by_qualname(f.scheduler_cls) if f.scheduler_cls else None
     except Exception as exc:
-        return f"scheduler {f.scheduler_cls!r} cannot be imported: {exc}"
+        return Refusal(f"scheduler {f.scheduler_cls!r} cannot be imported: {exc}",
+                       fixed={"scheduler_cls": VOSTI_SCHEDULER})
     if cls is None or not (isinstance(cls, type) and issubclass(cls, VostiScheduler)):
-        return f"scheduler {f.scheduler_cls or 'default'} is not vosti's (its prefix cache can serve unchecked hits)"
+        return Refusal(f"scheduler {f.scheduler_cls or 'default'} is not vosti's (its prefix cache can serve "
+                       "unchecked hits)", fixed={"scheduler_cls": VOSTI_SCHEDULER})
     return None
 
 
@@ -131,30 +185,45 @@ def _quantization(f: LaunchFacts):
 
 
 def _kernel_configs_verified(f: LaunchFacts):
-    from vosti_plugin.launch.verified import unverified_configs
+    from vosti_plugin.launch.verified import unproved_launches
 
-    missing = unverified_configs(f)
-    return ("not proved by the verifier: " + "; ".join(missing)) if missing else None
+    missing = unproved_launches(f)
+    if not missing:
+        return None
+    outside = [m.label() for m in missing if not m.in_catalog]
+    failed = [m.label() for m in missing if m.in_catalog]
+    if failed:
+        families = sorted({m.kernel.split("/")[0] for m in missing if m.in_catalog})
+        return Refusal("the verifier did not prove: " + "; ".join(failed + outside),
+                       fix=f"run `vosti verify --kernel {families[0]}` to see the failing contract (the "
+                           "kernel sources or the verifier changed since the catalog was last proved)")
+    layers = ", ".join(m.kernel for m in missing)
+    return Refusal("launches kernel configs outside the verified catalog: " + "; ".join(outside),
+                   fix=NOT_SUPPORTED_YET + f"{layers} in {f.dtype} launch kernel configs outside the verified "
+                       "catalog (`vosti verify --all` lists the proved ones)")
 
 
+# Order matters: an obligation comes after those named in its `after` (see obligations.evaluate_all).
 BUILTIN_OBLIGATIONS = (
-    Obligation("attention-geometry", "head size, GQA ratio, page size and dtype are in the kernel catalog",
-               "use a supported head size (64/128/256; 32 on CPU) and a page size that is a multiple of 16",
-               _attention_geometry),
-    Obligation("page-multiple-of-tile", "page size is a multiple of the attention KV tile",
-               "pass --block-size 16, 32 or 64", _page_multiple_of_tile),
     Obligation("dtype", "model dtype is covered on this platform",
-               "CPU: --dtype float32; GPU: float16/bfloat16/float32", _dtype),
+               "CPU: --dtype float32; GPU: --dtype bfloat16, float16 or float32", _dtype),
+    Obligation("attention-geometry", "head size and query heads per KV head are in the kernel catalog",
+               NOT_SUPPORTED_YET + "see the README's Supported table", _attention_geometry),
+    Obligation("page-size", "page size is one the attention kernel is built for, a multiple of its KV tile",
+               "pass --block-size 64", _page_size, after=("dtype", "attention-geometry")),
     Obligation("kv-cache-dtype", "KV cache is unquantized", "drop --kv-cache-dtype", _kv_cache_dtype),
     Obligation("slot-index-int32", "slot indices fit int32 for every page id and offset",
-               "use fewer KV pages (lower --gpu-memory-utilization)", _slot_index_fits_int32),
+               "use fewer KV pages (lower --gpu-memory-utilization)", _slot_index_fits_int32,
+               after=("page-size",)),
     Obligation("token-offset-int32", "query element offsets fit int32 for every batch",
                "lower --max-num-batched-tokens", _token_offsets_fit_int32),
     Obligation("no-speculative-decoding", "speculative decoding is off",
                "remove --speculative-config", _refuse("speculative", "speculative decoding")),
+    Obligation("vosti-scheduler", "the scheduler is vosti's (exact-prefix cache)",
+               "drop --scheduler-cls or pass a subclass of vosti_plugin.scheduler.VostiScheduler", _scheduler),
     Obligation("async-scheduler", "async scheduling, when on, runs vosti's async scheduler",
                "drop --scheduler-cls or pass a subclass of vosti_plugin.scheduler.VostiAsyncScheduler",
-               _async_scheduler),
+               _async_scheduler, after=("vosti-scheduler",)),
     Obligation("no-cascade-attention", "cascade attention is off",
                "vosti turns it off; do not force it on", _refuse("cascade_attention", "cascade attention")),
     Obligation("no-lora", "LoRA is off", "remove --enable-lora", _refuse("lora", "LoRA")),
@@ -163,10 +232,9 @@ BUILTIN_OBLIGATIONS = (
     Obligation("no-weight-quantization", "weights unquantized", "serve an unquantized checkpoint", _quantization),
     Obligation("no-autotuning", "no runtime autotuning in any launched kernel", "none (vosti never autotunes)",
                _refuse("autotune", "runtime autotuning")),
-    Obligation("vosti-scheduler", "the scheduler is vosti's (exact-prefix cache)",
-               "drop --scheduler-cls or pass a subclass of vosti_plugin.scheduler.VostiScheduler", _scheduler),
     Obligation("kernel-configs-verified", "every kernel config this geometry launches is proved by the verifier",
-               "run `vosti verify` to see the failing contract", _kernel_configs_verified),
+               "run `vosti verify` to see the failing contract", _kernel_configs_verified,
+               after=("dtype", "attention-geometry", "page-size")),
 )
 
 

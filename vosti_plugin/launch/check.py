@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
 from pathlib import Path
@@ -12,9 +11,10 @@ import pluggy
 from vosti_plugin.launch import hookspecs
 from vosti_plugin.launch.builtin import BuiltinRules
 from vosti_plugin.launch.facts import LaunchFacts, facts_from_vllm_config
+from vosti_plugin.launch.log import vosti_logger
 from vosti_plugin.launch.obligations import Failure, LaunchRefused, evaluate_all
 
-logger = logging.getLogger("vosti")
+CERTIFICATE_LOG_PREFIX = "vosti determinism certificate: "
 CERTIFICATE_ENV = "VOSTI_CERTIFICATE"
 _accepted: dict[str, dict] = {}
 
@@ -39,7 +39,8 @@ def run_check(facts: LaunchFacts, pm: pluggy.PluginManager | None = None) -> lis
 
 
 def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathLike | None = None) -> dict:
-    """Refuse (raise LaunchRefused) or write and return the determinism certificate."""
+    """Refuse (raise LaunchRefused) or write and return the determinism certificate (file and log)."""
+    _quiet_interpreter()
     facts = facts_from_vllm_config(vllm_config)
     key = json.dumps(facts.to_dict(), sort_keys=True, default=str)
     if pm is None and certificate_path is None and key in _accepted:
@@ -58,7 +59,7 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(cert, indent=2, sort_keys=True))
-    logger.info("vosti determinism certificate: %s", json.dumps(cert, sort_keys=True))
+    vosti_logger().info("%s%s", CERTIFICATE_LOG_PREFIX, json.dumps(cert, sort_keys=True))
     _accepted[key] = cert
     return cert
 
@@ -70,6 +71,7 @@ def check_in_engine_process(vllm_config, where: str) -> None:
 
     if not selection.selected_in_config(vllm_config):
         return
+    _quiet_interpreter()
     facts = facts_from_vllm_config(vllm_config)
     key = json.dumps(facts.to_dict(), sort_keys=True, default=str)
     if key in _accepted:
@@ -78,10 +80,18 @@ def check_in_engine_process(vllm_config, where: str) -> None:
     if failures:
         raise LaunchRefused(failures)
     _accepted[key] = {"checked_in": where}
-    logger.info("vosti launch check passed in %s", where)
+    vosti_logger().info("vosti launch check passed in %s", where)
 
 
 def _additional_config_path(vllm_config):
     extra = getattr(vllm_config, "additional_config", None) or {}
     vosti = extra.get("vosti") if isinstance(extra, dict) else None
     return (vosti or {}).get("certificate") if isinstance(vosti, dict) else None
+
+
+def _quiet_interpreter() -> None:
+    """Every process that runs vosti's kernels passes a launch check first; quiet the interpreter's
+    masked-lane warnings there (vosti's kernels only)."""
+    from vosti_plugin import interpreter_warnings
+
+    interpreter_warnings.install()

@@ -13,6 +13,12 @@ class ObligationStatus:
     ok: bool
     reason: str | None
     fix: str
+    follows_from: str | None = None     # failed only because this other obligation failed (fixing it fixes both)
+    fix_args: tuple[str, ...] = ()      # vLLM arguments that apply the fix
+
+    @property
+    def cause(self) -> bool:
+        return not self.ok and self.follows_from is None
 
 
 def build_vllm_config(model: str, vllm_args: list[str]):
@@ -32,19 +38,25 @@ def build_vllm_config(model: str, vllm_args: list[str]):
 
 
 def check_model(model: str, vllm_args: list[str]) -> tuple[LaunchFacts, list[ObligationStatus]]:
-    from vosti_plugin.launch.check import plugin_manager, run_check
+    """Every obligation's status for this launch; causes first where they fail (see obligations.evaluate_all)."""
+    from vosti_plugin.launch.check import _quiet_interpreter, plugin_manager, run_check
     from vosti_plugin.launch.facts import facts_from_vllm_config
+    from vosti_plugin.launch.obligations import every_failure
     from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
     ensure_interpreter_without_gpu()
+    _quiet_interpreter()
     facts = facts_from_vllm_config(build_vllm_config(model, vllm_args))
     pm = plugin_manager()
     obligations = [ob for group in pm.hook.vosti_launch_obligations(facts=facts) if group for ob in group]
-    failures = {f.obligation: f for f in run_check(facts, pm)}
-    statuses = [ObligationStatus(ob.name, ob.description, ob.name not in failures,
-                                 failures[ob.name].reason if ob.name in failures else None, ob.fix)
-                for ob in obligations]
-    known = {ob.name for ob in obligations}
-    statuses += [ObligationStatus(f.obligation, "third-party veto", False, f.reason, f.fix)
-                 for f in failures.values() if f.obligation not in known]
+    failed = {f.obligation: (f, cause) for f, cause in every_failure(run_check(facts, pm))}
+    statuses = []
+    for ob in obligations:
+        if ob.name in failed:
+            f, cause = failed.pop(ob.name)
+            statuses.append(ObligationStatus(ob.name, ob.description, False, f.reason, f.fix, cause, f.fix_args))
+        else:
+            statuses.append(ObligationStatus(ob.name, ob.description, True, None, ob.fix))
+    statuses += [ObligationStatus(f.obligation, "third-party veto", False, f.reason, f.fix, cause, f.fix_args)
+                 for f, cause in failed.values()]
     return facts, statuses

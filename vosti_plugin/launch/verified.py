@@ -7,6 +7,8 @@ import torch
 
 from vosti_plugin.launch.facts import LaunchFacts
 
+COLD_VERIFY_COST = "a few minutes on 2 cores"   # measured: README "Costs on CPU"
+
 
 def linear_shapes(f: LaunchFacts) -> dict[str, tuple[int, int]]:
     """(N, K) of every linear layer of a Llama/Qwen/Gemma-style decoder with this geometry."""
@@ -38,21 +40,36 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
     return configs
 
 
-def unverified_configs(f: LaunchFacts) -> list[str]:
+@dataclasses.dataclass(frozen=True)
+class UnprovedLaunch:
+    kernel: str          # "paged_attention", "matmul/qkv_proj", ...
+    config: dict         # the launch-config fields the verifier keys its proofs by
+    in_catalog: bool     # the catalog lists this config (its proof failed) vs a config outside the catalog
+
+    def label(self) -> str:
+        return f"{self.kernel} {self.config}"
+
+
+def unproved_launches(f: LaunchFacts) -> list[UnprovedLaunch]:
     """Kernel configs this launch uses that the verifier did not prove (empty when all are proved)."""
-    from verifier.api import cached_results, proved_configs
+    from verifier.api import cached_results, catalog_entries, proved_configs
 
     if cached_results() is None:
-        import logging
+        from vosti_plugin.launch.log import vosti_logger
 
-        logging.getLogger("vosti").warning(
+        vosti_logger().warning(
             "vosti: no proofs cached for these kernel sources; verifying the kernel catalog once "
-            "(about 20 s on 2 cores; `vosti verify` does it ahead of time)")
+            "(%s; `vosti verify` does it ahead of time)", COLD_VERIFY_COST)
     proved = proved_configs(run=True)
+    catalog = {(e["family"], tuple(sorted(fam.items()))) for e in catalog_entries() for _cfg, fam in e["configs"]}
     missing = []
     for kernel, cfg in kernel_configs_for(f).items():
         family = kernel.split("/")[0]
         key = {k: v for k, v in cfg.items() if k not in ("N", "K")}
         if not any(family == fam and key == dict(c) for fam, c in proved):
-            missing.append(f"{kernel} {key}")
+            missing.append(UnprovedLaunch(kernel, key, (family, tuple(sorted(key.items()))) in catalog))
     return missing
+
+
+def unverified_configs(f: LaunchFacts) -> list[str]:
+    return [m.label() for m in unproved_launches(f)]
