@@ -100,6 +100,7 @@ class VostiKVCacheManager(KVCacheManager):
         self.frees_by_status: dict[str, int] = {}
         self._stats_file = os.environ.get(STATS_FILE_ENV) or None
         self._last_stats: dict | None = None
+        self._write_stats()
         return self
 
     def _check_one_request_fits(self) -> None:
