@@ -122,3 +122,64 @@ def scheduler_records_prefix_stats() -> bool:
     from vllm.v1.core.kv_cache_manager import KVCacheManager
 
     return hasattr(KVCacheManager, "record_prefix_cache_stats")
+
+
+# ---- sampler (vosti_plugin.sampling) ----
+
+# Modules that bind vLLM's `apply_top_k_top_p` by name: the V1 sampler's own module, and in both
+# releases the V2 model runner's sampler (0.26 runs Llama/Qwen/Gemma on the V2 runner by default on CUDA).
+TOP_K_TOP_P_MODULES = (
+    "vllm.v1.sample.ops.topk_topp_sampler",
+    "vllm.v1.worker.gpu.sample.sampler",
+    "vllm.v1.worker.gpu.sample.states",
+)
+# Modules whose logprob top-n calls `torch.topk` (V1 Sampler.gather_logprobs; V2 compute_topk_scores,
+# which V2 prompt logprobs use too).
+LOGPROB_TOPK_MODULES = ("vllm.v1.sample.sampler", "vllm.v1.worker.gpu.sample.logprob")
+
+
+def importable_modules(names) -> list:
+    """The modules among `names` this vLLM ships (V2 runner modules are not importable on every platform)."""
+    import importlib
+    import importlib.util
+
+    found = []
+    for name in names:
+        try:
+            if importlib.util.find_spec(name) is None:
+                continue
+            found.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    return found
+
+
+def topk_topp_sampler_class():
+    from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler
+
+    return TopKTopPSampler
+
+
+def v1_model_runner_class():
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    return GPUModelRunner
+
+
+def input_processor_class():
+    from vllm.v1.engine.input_processor import InputProcessor
+
+    return InputProcessor
+
+
+def validation_error_base() -> type:
+    """0.26's VLLMValidationError is a ValueError; 0.32's is a VLLMClientError. Both map to HTTP 400."""
+    try:
+        from vllm.exceptions import VLLMValidationError
+    except ImportError:
+        return ValueError
+    return VLLMValidationError
+
+
+def runs_v2_model_runner(vllm_config) -> bool:
+    return bool(getattr(vllm_config, "use_v2_model_runner", False))

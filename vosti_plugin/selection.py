@@ -96,6 +96,9 @@ def install_runtime() -> None:
     from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
     ensure_interpreter_without_gpu()
+    from vosti_plugin import sampling
+
+    sampling.install()   # batch-invariant sampler, per-request refusals (vosti_plugin/sampling/)
     try:
         from vosti_plugin.ops.install import install_for_vllm
     except ImportError:  # dense ops not shipped in this build
@@ -104,6 +107,9 @@ def install_runtime() -> None:
 
 
 def uninstall_runtime() -> None:
+    from vosti_plugin import sampling
+
+    sampling.uninstall()
     try:
         from vosti_plugin.ops.install import disable
     except ImportError:

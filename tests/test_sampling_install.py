@@ -1,0 +1,88 @@
+"""vosti's sampler overrides go in and come out again (no engine), and the per-request refusal is a
+ValueError and vLLM's validation error (HTTP 400) that names the parameter."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("vllm")
+
+
+def _stock_attributes():
+    from vosti_plugin import compat
+
+    attrs = {}
+    for module in compat.importable_modules(compat.TOP_K_TOP_P_MODULES + compat.LOGPROB_TOPK_MODULES):
+        for name in ("apply_top_k_top_p", "torch"):
+            if name in vars(module):
+                attrs[(module.__name__, name)] = vars(module)[name]
+    for cls, name in ((compat.topk_topp_sampler_class(), "__init__"),
+                      (compat.v1_model_runner_class(), "_bookkeeping_sync"),
+                      (compat.input_processor_class(), "_validate_params")):
+        attrs[(cls.__qualname__, name)] = vars(cls).get(name)
+    return attrs
+
+
+def test_install_then_uninstall_restores_every_stock_attribute():
+    from vosti_plugin import sampling
+    from vosti_plugin.sampling import rowwise
+
+    before = _stock_attributes()
+    with sampling.installed():
+        assert sampling.is_installed()
+        from vllm.v1.sample.ops import topk_topp_sampler
+
+        assert topk_topp_sampler.apply_top_k_top_p is rowwise.apply_top_k_top_p
+        during = _stock_attributes()
+        changed = {key for key in before if before[key] is not during[key]}
+        assert ("vllm.v1.sample.ops.topk_topp_sampler", "apply_top_k_top_p") in changed
+        assert ("vllm.v1.sample.sampler", "torch") in changed
+        assert {("TopKTopPSampler", "__init__"), ("GPUModelRunner", "_bookkeeping_sync"),
+                ("InputProcessor", "_validate_params")} <= changed
+    assert not sampling.is_installed()
+    after = _stock_attributes()
+    assert all(after[key] is before[key] for key in before)
+
+
+def test_sampler_built_while_installed_uses_vosti_forward():
+    from vosti_plugin import sampling
+    from vosti_plugin.sampling import vllm_patches as vosti_install
+
+    with sampling.installed():
+        from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler
+
+        sampler = TopKTopPSampler("raw_logprobs")
+        assert sampler.forward.__func__ is vosti_install.vosti_sampler_forward
+    assert TopKTopPSampler("raw_logprobs").forward.__func__ is not vosti_install.vosti_sampler_forward
+
+
+@pytest.mark.parametrize("parameter, value", [("thinking_token_budget", 8), ("watermarking", True)])
+def test_refusal_is_a_value_error_naming_the_parameter(parameter, value):
+    from vllm.sampling_params import SamplingParams
+
+    from vosti_plugin import compat
+    from vosti_plugin.sampling import refusals
+
+    if parameter not in SamplingParams.__struct_fields__:
+        pytest.skip(f"this vLLM has no {parameter}")
+    params = SamplingParams(temperature=0.7, seed=1, **{parameter: value})
+    with pytest.raises(refusals.SamplingRefused) as refused:
+        refusals.check(params)
+    assert isinstance(refused.value, ValueError) and isinstance(refused.value, compat.validation_error_base())
+    assert f"'{parameter}'" in str(refused.value) and refused.value.refusal.parameter == parameter
+
+
+def test_served_parameters_pass(monkeypatch):
+    from vllm.sampling_params import SamplingParams
+
+    from vosti_plugin.sampling import refusals
+
+    monkeypatch.delenv(refusals.REFUSE_UNSEEDED_ENV, raising=False)
+    for kw in (dict(temperature=0.9, top_k=5, top_p=0.8, min_p=0.1, seed=3, logprobs=5, prompt_logprobs=2),
+               dict(temperature=0.0, repetition_penalty=1.2, presence_penalty=0.3, frequency_penalty=0.3),
+               dict(temperature=0.8, seed=4, n=3, logit_bias={3: 1.0}, allowed_token_ids=[3, 4, 5], min_tokens=2),
+               dict(temperature=0.8), dict(temperature=0.8, watermarking=False)):
+        kw = {k: v for k, v in kw.items() if k in SamplingParams.__struct_fields__}
+        assert refusals.refusals(SamplingParams(**kw)) == []
+    monkeypatch.setenv(refusals.REFUSE_UNSEEDED_ENV, "1")
+    assert [r.parameter for r in refusals.refusals(SamplingParams(temperature=0.8))] == ["seed"]
+    assert refusals.refusals(SamplingParams(temperature=0.0)) == []

@@ -1,0 +1,107 @@
+"""Sampler ops whose result for a row is a function of that row and its own parameters only.
+
+vLLM picks its top-k / top-p algorithm from the batch: on CUDA (0.26, vllm/v1/sample/ops/
+topk_topp_sampler.py:356) a batch of 8 or more rows takes the Triton pivot-search kernel, which keeps
+exactly k tokens (ties broken by vocab index), and a smaller batch takes a sort whose top-k keeps every
+token tied with the k-th value and whose top-p cumsum (CUB for one row, a row scan for several) rounds
+differently. The same row therefore gets a different kept set when its neighbours change.
+
+Here every decision is made on exact quantities:
+* top-k: the k-th largest value of the row (a selection, exact whatever the algorithm); tokens below it
+  are masked, tokens tied with it kept;
+* top-p: the row sorted ascending (values only, exact), its softmax through vosti's row-invariant kernel,
+  then the cumulative sum in 2**-52 fixed point (int64: integer addition is associative, so any scan
+  order gives the same sums); the cut is a value, so ties at the cut are kept together;
+* top-n for logprobs: one int64 key per token, (order-preserving bits of the value, inverted index),
+  so there are no ties: values descending, equal values by ascending token id.
+"""
+from __future__ import annotations
+
+import torch
+
+_FIXED_ONE = float(2**52)
+
+
+def softmax_fp32(x: torch.Tensor) -> torch.Tensor:
+    try:
+        from vosti_plugin.ops import softmax as vosti_softmax
+    except ImportError:  # dense ops not shipped: the aten override is absent too
+        return torch.softmax(x.float(), dim=-1)
+    return vosti_softmax.softmax(x.float().contiguous(), dtype=torch.float32)
+
+
+def log_softmax_fp32(x: torch.Tensor) -> torch.Tensor:
+    try:
+        from vosti_plugin.ops import softmax as vosti_softmax
+    except ImportError:
+        return torch.log_softmax(x.float(), dim=-1)
+    return vosti_softmax.log_softmax(x.float().contiguous(), dtype=torch.float32)
+
+
+def mask_below_kth(logits: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """In place: -inf for every token of row r below the k[r]-th largest value (k >= vocab: no mask)."""
+    vocab = logits.shape[-1]
+    k = k.to(device=logits.device, dtype=torch.long).view(-1)
+    no_mask = k >= vocab
+    k = k.masked_fill(no_mask, 1).clamp_(min=1)
+    widest = int(k.max())
+    kth = torch.topk(logits, widest, dim=-1).values.gather(1, (k - 1).unsqueeze(1))
+    kth.masked_fill_(no_mask.unsqueeze(1), float("-inf"))
+    return logits.masked_fill_(logits < kth, float("-inf"))
+
+
+def _fixed_point(probs: torch.Tensor) -> torch.Tensor:
+    # fp32 -> fp64 and * 2**52 are exact; the truncation to int64 is the only rounding, per element.
+    return (probs.double() * _FIXED_ONE).to(torch.int64)
+
+
+def nucleus_cut(row_logits: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """For rows with top-p p[r] < 1: the smallest value that stays, shape [rows, 1] (fp32).
+
+    vLLM's rule: sort ascending, drop the prefix whose cumulative probability is <= 1 - p, keep at
+    least the largest token."""
+    ascending = torch.sort(row_logits.float(), dim=-1).values
+    cumulative = _fixed_point(softmax_fp32(ascending)).cumsum(dim=-1)
+    limit = _fixed_point((1 - p.to(device=row_logits.device, dtype=torch.float32)).view(-1, 1))
+    dropped = (cumulative <= limit).sum(dim=-1, keepdim=True).clamp_(max=ascending.shape[-1] - 1)
+    return ascending.gather(1, dropped)
+
+
+def mask_outside_nucleus(logits: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    p = p.to(device=logits.device, dtype=torch.float32).view(-1)
+    rows = torch.nonzero(p < 1.0).view(-1)
+    if rows.numel() == 0:
+        return logits
+    sub = logits.index_select(0, rows)
+    cut = nucleus_cut(sub, p.index_select(0, rows))
+    sub = sub.masked_fill(sub.float() < cut, float("-inf"))
+    logits.index_copy_(0, rows, sub)
+    return logits
+
+
+def apply_top_k_top_p(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> torch.Tensor:
+    """Drop-in for vLLM's `apply_top_k_top_p` (top-k first, then top-p over what is left); may work in place."""
+    if k is not None:
+        logits = mask_below_kth(logits, k)
+    if p is not None:
+        logits = mask_outside_nucleus(logits, p)
+    return logits
+
+
+def _ordered_bits(x: torch.Tensor) -> torch.Tensor:
+    """int64 whose order is the float order of x (fp32 bits, negative ones flipped)."""
+    bits = x.float().contiguous().view(torch.int32).to(torch.int64)
+    return torch.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)
+
+
+def tie_free_topk(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, indices) of the k largest entries of each row of a 2-D x, values descending, equal
+    values ordered by ascending index: a function of the row alone, unlike torch.topk's tie choice."""
+    vocab = x.shape[-1]
+    shift = max(1, (vocab - 1).bit_length())
+    low = (1 << shift) - 1
+    columns = torch.arange(vocab, device=x.device, dtype=torch.int64)
+    keys = (_ordered_bits(x) << shift) | (low - columns)
+    top = torch.topk(keys, k, dim=-1).values
+    indices = low - (top & low)
+    return x.gather(-1, indices), indices
