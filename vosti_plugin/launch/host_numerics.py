@@ -287,9 +287,8 @@ def record_in_certificate(vllm_config, result: HostNumericsResult) -> None:
 def check_in_worker(vllm_config) -> HostNumericsResult:
     """The `host-numerics` obligation, run where the model's kernels run (each worker, once per process
     and deployment): refuse the launch (LaunchRefused) if a row's bits depend on its batch position."""
-    import logging
-
     from vosti_plugin.launch.facts import facts_from_vllm_config
+    from vosti_plugin.launch.log import vosti_logger
     from vosti_plugin.launch.obligations import LaunchRefused
 
     f = facts_from_vllm_config(vllm_config)
@@ -298,7 +297,7 @@ def check_in_worker(vllm_config) -> HostNumericsResult:
     if not result.ok:
         raise LaunchRefused([failure_of(result)])
     if fresh:
-        logging.getLogger("vosti").info("vosti %s self-test passed: %d probes, %.3f s on %s (%s)", OBLIGATION,
+        vosti_logger().info("vosti %s self-test passed: %d probes, %.3f s on %s (%s)", OBLIGATION,
                                         len(result.probes), result.seconds, result.device, result.dtype)
         record_in_certificate(vllm_config, result)
     return result
