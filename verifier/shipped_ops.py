@@ -13,6 +13,7 @@ def entries() -> list[dict]:
 
     mm_cfgs = [(cfg, getattr(torch, dt)) for (_n, _k, dt), cfg in matmul.CATALOG.items()]
     mm_cfgs += [(matmul.rule_config(4096, 4096, torch.float32), torch.float32)]
+    mm_cfgs += [pair for pair in matmul.rule_configs() if pair not in mm_cfgs]
     out: list[dict] = []
     plain, split, tall = [], [], []
     for cfg, dtype in mm_cfgs + [(matmul.tall_config(cfg, dtype), dtype) for cfg, dtype in mm_cfgs]:

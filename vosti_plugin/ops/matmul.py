@@ -36,6 +36,7 @@ __all__ = [
     "linear",
     "mm",
     "rule_config",
+    "rule_configs",
     "select_config",
     "tall_config",
     "tall_path_on",
@@ -85,6 +86,20 @@ def rule_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
         return MatmulConfig(block_m=64, block_n=64, block_k=32, split_k=1, num_warps=4, num_stages=3)
     base = _B16_NARROW if N <= 8192 else _B16_WIDE
     return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"]), **base)
+
+
+def rule_configs() -> list[tuple[MatmulConfig, torch.dtype]]:
+    """Every config `rule_config` can return for some (N, K) on a GPU: both tile bases with every split
+    count `_split_for` can reach (it doubles while fewer than _TARGET_PROGRAMS programs run), so any
+    decoder geometry's GEMMs launch configs the verifier proved."""
+    configs = []
+    for dtype in (torch.bfloat16, torch.float16):
+        for base in (_B16_NARROW, _B16_WIDE):
+            split = 1
+            while split < _TARGET_PROGRAMS:
+                configs.append((MatmulConfig(split_k=split, **base), dtype))
+                split *= 2
+    return configs
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
