@@ -86,3 +86,33 @@ def test_served_parameters_pass(monkeypatch):
     monkeypatch.setenv(refusals.REFUSE_UNSEEDED_ENV, "1")
     assert [r.parameter for r in refusals.refusals(SamplingParams(temperature=0.8))] == ["seed"]
     assert refusals.refusals(SamplingParams(temperature=0.0)) == []
+
+
+@pytest.mark.parametrize("mode", ["raw_logprobs", "raw_logits", "processed_logits", "processed_logprobs"])
+def test_vosti_sampler_forward_row_alone_equals_row_in_batch(mode):
+    """vosti's TopKTopPSampler.forward in every logprobs mode: tokens and processed logits/logprobs of
+    a seeded row are bitwise the same alone and in a batch mixing top-k, top-p, both and neither."""
+    import torch
+
+    from vosti_plugin import sampling
+
+    vocab, rows = 97, 7
+    logits = torch.randn(rows, vocab, generator=torch.Generator().manual_seed(1)) * 3
+    k = torch.tensor([5, vocab, 20, vocab, 1, 50, vocab], dtype=torch.int32)
+    p = torch.tensor([1.0, 0.8, 0.9, 1.0, 1.0, 0.5, 1.0])
+
+    def gens(idx):
+        return {j: torch.Generator().manual_seed(100 + i) for j, i in enumerate(idx)}
+
+    with sampling.installed():
+        from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler
+
+        sampler = TopKTopPSampler(mode)
+        batch_tokens, batch_out = sampler(logits.clone(), gens(range(rows)), k, p)
+        for r in range(rows):
+            tok, out = sampler(logits[r : r + 1].clone(), gens([r]), k[r : r + 1], p[r : r + 1])
+            assert tok.item() == batch_tokens[r].item(), (mode, r)
+            if batch_out is not None:
+                assert torch.equal(out[0].view(torch.int32), batch_out[r].view(torch.int32)), (mode, r)
+        again, _ = sampler(logits.clone(), gens(range(rows)), k, p)
+        assert torch.equal(again, batch_tokens)

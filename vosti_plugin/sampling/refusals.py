@@ -6,8 +6,8 @@ Deterministic under vosti (same prompt, parameters and seed -> same tokens and l
   temperature (0 = greedy), top_k, top_p, min_p, presence / frequency / repetition penalties,
   logit_bias, allowed_token_ids, bad_words, min_tokens, stop / stop_token_ids / ignore_eos /
   max_tokens, repetition_detection (stop checks on tokens), n > 1 with a seed (child i is seeded
-  seed + i), logprobs and prompt_logprobs in every logprobs mode, logprob_token_ids, structured
-  outputs (the grammar bitmask only sets -inf).
+  seed + i), logprobs and prompt_logprobs in every logprobs mode, structured outputs (the grammar
+  bitmask only sets -inf).
 Refused (listed in REFUSED, with the reason): parameters whose logits processing vosti has not made
   or verified row-invariant.
 Unseeded random sampling (temperature > 0, no seed) is served: its noise is fresh by design, so it is
@@ -29,6 +29,10 @@ REFUSED = {
     "thinking_token_budget": "the thinking-budget logits state is not covered by vosti's sampler ops",
     "prompt_logprob_token_ids": "prompt scoring runs only on vLLM's V2 runner path, which vosti has "
     "not verified",
+    # vllm/v1/sample/sampler.py:136 (0.32), :135 (0.26): one such request in a step makes the V1
+    # sampler return the listed-token logprobs for *every* request, replacing their top-n.
+    "logprob_token_ids": "in vLLM's sampler one request with logprob_token_ids replaces the top-n "
+    "logprobs of every other request in its batch",
 }
 
 
