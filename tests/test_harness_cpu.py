@@ -27,5 +27,5 @@ def test_vosti_is_bitwise_deterministic_in_every_variation_class(tmp_path):
     assert all(default.tallies[cls].compared > 0 for cls in CPU.planned), default.tallies
 
     assert summary.ok
-    for name in ("results.md", "results.json", "match_rate.png"):
+    for name in ("results.md", "summary.json", "results.json", "match_rate.png"):
         assert (tmp_path / name).stat().st_size > 0

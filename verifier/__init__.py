@@ -6,9 +6,12 @@ Passes, one module each:
   relational equality of two element terms: case splits on masks, aligned reductions, loop induction
   noop       value analysis: is an iteration that only one side runs an exact no-op for the selected row?
   outputs    output goals: coverage, write races, stored values, write frames
+  memory     the launch's memory and integer model: read-after-write within the launch, int32 overflow,
+             truncating division, store bounds (sizes below 2**30, contract `bounds` facts)
   spec       contract expressions -> Z3 hypotheses and equal regions
   smt        Z3 plumbing (resource-limited, cached, symbolic constexprs linearized over their catalog values)
-  launch     host launch sites: constexprs must not be chosen from the batch
+  launch     host launch sites: constexprs (keyword or positional) and `same` scalars not chosen from the
+             batch, no @triton.autotune / @triton.heuristics, the launch grid is the contract's grid
   report     obligations, results, rich table / JSON
   api        verify_kernel, verify_catalog, catalog_plan, proved_configs
   bench      `python -m verifier.bench`: cold and cached whole-catalog verification times

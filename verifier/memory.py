@@ -15,6 +15,10 @@ the precondition admits, not only for the two compared).
     writes into another tensor or another request's rows).
 Lanes a mask hides and programs a guard (`if ...: return`) stops are exempt from the first two.
 
+Not checked: int64 wrapping; loads outside a tensor's shape (a load is only trusted inside a region the
+contract declares equal or `finite`, and a masked-off lane reads its `other`); integer side conditions of
+values that only select floats (`tl.where(cond, a, b)` with a wrapped cond).
+
 Assumed of every launch (stated here, not in each contract): sizes -- tensor dimensions and integer scalar
 arguments that are not strides -- are non-negative and below SIZE_LIMIT = 2**30; strides are any
 non-negative integer.  So `pid * BLOCK + arange` near a size is fine, `row * stride` in int32 is not.
@@ -75,13 +79,10 @@ def check_side_conditions(prover: Prover, side: SideResult, grid: tuple, stride_
         if a.ptr.side is not None:
             groups.append((a.ptr.conds(lanes), (runs, mask)))
         for conds, pc in groups:
-            if not conds:
-                continue
-            if prover.valid(z3.And(*[c for _n, _l, c in conds]), pc):
-                continue
+            # one query per condition: Z3 refutes them one at a time far faster than their conjunction
             bad = _first_failing(prover, conds, pc)
-            if bad is None:  # each holds alone: the conjunction was too hard, which is not a proof
-                bad = min(conds, key=lambda x: x[1])
+            if bad is None:
+                continue
             name, line, _c = bad
             what = "may wrap around (int32 arithmetic on values that can exceed 2**31 - 1; cast an operand " \
                    "to tl.int64)" if name == "int-overflow" else \

@@ -176,6 +176,13 @@ class Checker:
         self.eq(a, b, pc)
 
     def finite(self, t: FTerm, side: str, pc: tuple) -> bool:
+        key = ("finite", t.key, side, tuple(c.get_id() for c in pc))
+        hit = self.memo.get(key)
+        if hit is None:
+            hit = self.memo[key] = (self._finite(t, side, pc), t, pc)  # keeps the ASTs (their ids) alive
+        return hit[0]
+
+    def _finite(self, t: FTerm, side: str, pc: tuple) -> bool:
         if isinstance(t, FConst):
             return math.isfinite(float(t.value))
         if isinstance(t, FSelect) and not isinstance(t.cond, FTerm):

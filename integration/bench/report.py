@@ -1,6 +1,9 @@
-"""Side-by-side tables and a plot from the per-mode benchmark JSONs.
+"""Side-by-side tables and a plot from the per-mode benchmark JSONs, and their compact summary.json.
 
   python -m integration.bench.report --throughput vosti.json default.json bi.json [--agentic ...] --out DIR
+
+An input may also be a summary.json written here (the form kept in git under integration/results), so the
+tables of a published run can be rebuilt from the tracked file alone.
 """
 from __future__ import annotations
 
@@ -8,7 +11,43 @@ import argparse
 import json
 from pathlib import Path
 
+from integration.summary_json import dumps
+
 TARGETS = {"decode_vs_bi": 3.2, "decode_vs_default": 0.90, "prefill_vs_default": 0.80, "agentic_vs_bi": 2.2}
+
+
+SIGNIFICANT = 7
+THROUGHPUT_FIELDS = ("mode", "backend", "model", "startup_s", "eager", "attention_impls", "rows")
+AGENTIC_FIELDS = ("mode", "backend", "model", "startup_s", "total_s", "mean_session_s", "params")
+
+
+def _round(value, digits: int = SIGNIFICANT):
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}")
+    if isinstance(value, dict):
+        return {k: _round(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round(v, digits) for v in value]
+    return value
+
+
+def compact(throughput: list[dict], agentic: list[dict]) -> dict:
+    """summary.json of one bench run: every mode's rows (throughput) and session means (agentic), rounded;
+    per-turn agentic detail is left out."""
+    data = {"kind": "bench"}
+    for kind, results, fields in (("throughput", throughput, THROUGHPUT_FIELDS), ("agentic", agentic, AGENTIC_FIELDS)):
+        if results:
+            data[kind] = [_round({k: r[k] for k in fields if k in r}) for r in results]
+    return data
+
+
+def load(paths, kind: str) -> list[dict]:
+    """Per-mode result dicts of `kind` (throughput or agentic) from per-mode JSONs and/or summary.json files."""
+    out = []
+    for p in paths:
+        data = json.loads(Path(p).read_text())
+        out.extend(data.get(kind, []) if data.get("kind") == "bench" else [data])
+    return out
 
 
 def _label(res: dict) -> str:
@@ -139,11 +178,14 @@ def main(argv=None) -> int:
     ap.add_argument("--throughput", nargs="*", default=[])
     ap.add_argument("--agentic", nargs="*", default=[])
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--no-plot", action="store_true", help="skip decode_vs_context.png")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     parts = []
-    if a.throughput:
-        results = [json.loads(Path(p).read_text()) for p in a.throughput]
+    throughput, agentic = load(a.throughput, "throughput"), load(a.agentic, "agentic")
+    (a.out / "summary.json").write_text(dumps(compact(throughput, agentic)) + "\n")
+    if throughput:
+        results = throughput
         parts.append("## Throughput (tok/s)\n\n" + throughput_markdown(results))
         targets = targets_markdown(results)
         if targets:
@@ -151,9 +193,10 @@ def main(argv=None) -> int:
         gaps = step_gap_markdown(results)
         if gaps:
             parts.append("## Decode step vs vLLM default (ms)\n\n" + gaps)
-        plot(results, a.out / "decode_vs_context.png")
-    if a.agentic:
-        parts.append("## Agentic sessions\n\n" + agentic_markdown([json.loads(Path(p).read_text()) for p in a.agentic]))
+        if not a.no_plot:
+            plot(results, a.out / "decode_vs_context.png")
+    if agentic:
+        parts.append("## Agentic sessions\n\n" + agentic_markdown(agentic))
     text = "\n\n".join(parts) + "\n"
     (a.out / "bench.md").write_text(text)
     print(text)

@@ -1,9 +1,9 @@
 """Kernel roofline for decode: bytes a kernel must move / its measured time, against the H200's 4.3 TB/s.
 
-    python -m integration.bench.roofline --dense integration/results/h200-kernels/dense.json \
-        --attention integration/results/h200-attention-sweep/attention_sweep.json --out roofline.md
+    python -m integration.bench.roofline --dense RAW/dense.json --attention RAW/attention_sweep.json --out roofline.md
 
-Inputs are the JSONs the H200 scripts write (integration/gpu/dense_bench.py, attention_sweep.py); nothing
+Inputs are the raw JSONs the H200 scripts write (integration/gpu/dense_bench.py, attention_sweep.py; the
+published ones are not tracked, e.g. `git show d52c954:integration/results/h200-kernels/dense.json`); nothing
 is re-measured here. Decode GEMMs: weight bytes (N x K x 2) over vosti's time, cuBLAS's time alongside.
 Decode attention: K+V bytes of the batch over the time of the config the catalog ships now and of the one
 it shipped before the sweep (both on the split path the deployment takes).

@@ -1,4 +1,4 @@
-"""The four variation classes (Vosti paper §6, DESIGN.md): each runs real vLLM requests and returns
+"""The four variation classes (Vosti paper §6, docs/design.md): each runs real vLLM requests and returns
 raw evidence pairs {class, case, reference, variant, meta, run}; the parent compares them bitwise.
 
 Requests are token-id prompts at temperature 0 with top-k raw logits (logprobs_mode="raw_logits").

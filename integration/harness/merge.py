@@ -2,7 +2,8 @@
 
     python -m integration.harness.merge --out TABLE.md RUN_DIR [RUN_DIR ...]
 
-Each RUN_DIR holds a `results.json` written by the harness. For every model, mode and class the cell comes
+Each RUN_DIR holds a `results.json` or `summary.json` written by the harness (the published runs under
+integration/results keep only summary.json). For every model, mode and class the cell comes
 from the last run (in argument order) that compared anything in that class; the table names the run of
 each cell, so a reader can trace it to its command and log.
 """
@@ -32,9 +33,10 @@ def merge_runs(run_dirs: list[Path]) -> tuple[dict, dict]:
     cells: dict[tuple[str, str], dict[str, Cell]] = {}
     labels: dict[tuple[str, str], str] = {}
     for run_dir in run_dirs:
-        path = Path(run_dir) / "results.json"
-        if not path.exists():
-            raise typer.BadParameter(f"{path} does not exist (not a harness output directory)")
+        path = next((Path(run_dir) / name for name in ("results.json", "summary.json")
+                     if (Path(run_dir) / name).exists()), None)
+        if path is None:
+            raise typer.BadParameter(f"{run_dir} has no results.json or summary.json (not a harness output directory)")
         for row in json.loads(path.read_text())["rows"]:
             key = (row["model"], row["mode"])
             labels[key] = row["label"]

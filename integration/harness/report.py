@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from integration.harness.compare import CLASS_ORDER, CLASS_TITLES
+from integration.summary_json import dumps
 
 MODE_COLORS = {"vosti": "#2a9d3f", "default": "#7f7f7f", "bi-flash": "#e07b1a", "bi-triton": "#7b4fb0"}
 
@@ -68,12 +69,31 @@ def markdown(summary, command: str) -> str:
             lines.append(f"| {o.mode} | {o.matches}/{o.compared} | {o.concurrent_s:.1f} | {o.sequential_s:.1f} | "
                          f"{o.status}{': ' + o.reason if o.reason else ''} |")
         lines.append("")
-    lines += ["Files: `results.json` (every comparison, first divergence, max |diff|, chunk sizes, cache hits), "
-              "`match_rate.png`, `raw/` (each mode's evidence, floats as hex).", ""]
+    lines += ["Files: `summary.json` (these tallies, timings and first mismatches), `results.json` (every "
+              "comparison, first divergence, max |diff|, chunk sizes, cache hits), `match_rate.png`, `raw/` (each "
+              "mode's evidence, floats as hex), `logs/`; only results.md and summary.json are kept in git.", ""]
     return "\n".join(lines)
 
 
+MISMATCHES_KEPT = 6
+
+
+def compact(data: dict) -> dict:
+    """The numbers results.md shows, from a results.json dict: per model and mode the tallies per class,
+    status, context check, timings, engine facts and the first few mismatches (no per-case evidence)."""
+    rows = []
+    for row in data["rows"]:
+        kept = {k: v for k, v in row.items() if k != "comparisons"}
+        kept["mismatches"] = [{k: c[k] for k in ("cls", "case", "first_divergence", "max_abs_diff")}
+                              for c in row.get("comparisons", []) if c["run"] and not c["match"]][:MISMATCHES_KEPT]
+        rows.append(kept)
+    online = [{k: v for k, v in o.items() if k != "mismatches"} for o in data.get("online", [])]
+    return {"kind": "harness", **{k: data.get(k) for k in ("command", "scale", "device", "vllm_version", "top_k")},
+            "rows": rows, "online": online}
+
+
 def write_json(summary, command: str, path: Path) -> None:
+    """results.json (every comparison; raw, git-ignored under integration/results) and summary.json beside it."""
     data = {
         "command": command, "scale": summary.scale, "device": summary.device,
         "vllm_version": summary.vllm_version, "top_k": summary.top_k,
@@ -81,6 +101,7 @@ def write_json(summary, command: str, path: Path) -> None:
         "online": [o.__dict__ for o in summary.online],
     }
     path.write_text(json.dumps(data, indent=1))
+    (path.parent / "summary.json").write_text(dumps(compact(data)) + "\n")
 
 
 def plot(summary, path: Path) -> bool:

@@ -1,5 +1,5 @@
 """`compare(...)`: run every (model, mode) in its own worker process, compare the evidence bitwise,
-aggregate, and write results.md / results.json / match_rate.png under out_dir."""
+aggregate, and write results.md / summary.json / results.json / match_rate.png under out_dir."""
 from __future__ import annotations
 
 import json
@@ -238,7 +238,7 @@ def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, onli
             *, classes: list[str] | None = None, worker_timeout_s: float | None = None,
             command: str | None = None, console=None, gpus: int = 1, resume: bool = False,
             report_only: bool = False, eager: bool = False, per_gpu: int = 1) -> Summary:
-    """Run the harness; returns the Summary and writes results.md, results.json, match_rate.png,
+    """Run the harness; returns the Summary and writes results.md, summary.json, results.json, match_rate.png,
     raw/<model>-<mode>.json (each worker's evidence) and logs/ (worker and server logs) under out_dir.
 
     gpus > 1 runs that many workers at once, one GPU each (CUDA_VISIBLE_DEVICES); per_gpu > 1 shares
@@ -324,6 +324,8 @@ def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, onli
                 online_results.append(OnlineResult(**json.loads(path.read_text())))
     if report_only or resume:
         previous = out_dir / "results.json"
+        if not previous.exists():
+            previous = out_dir / "summary.json"
         if previous.exists():
             first = json.loads(previous.read_text()).get("command", "").split("; then: ")[0]
             if first:

@@ -13,7 +13,7 @@ CONFIGS = [{"BLOCK": 64, "SPLITS": 4}]
     params={"x": tensor(("M", "K"), ("sx", 1)), "ws": tensor(("M", "S"), ("sw", 1)), "y": tensor(("M",), (1,))},
     grid=("M", "SPLITS"),
     verif=[goal("row_invariance", same=("K", "S"), pre=("R.M == 1", "0 <= r < L.M", "L.x[r, :] == R.x[0, :]",
-                                                         "S == SPLITS"),
+                                                         "S == SPLITS", "L.ws[r, :] == R.ws[0, :]"),
                 post=("L.y[r] == R.y[0]",))],
 )
 @triton.jit

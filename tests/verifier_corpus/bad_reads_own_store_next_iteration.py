@@ -5,12 +5,16 @@ import triton.language as tl
 
 from verifier.contracts import contract
 
+from verifier.contracts import goal
+
 from tests.verifier_corpus._rows import CONFIGS, GRID, PARAMS, ROW
 
 EXPECT = "read-after-write"
+# even with y's rows equal on entry, the load reads what this launch stored, not y's entry value
+ENTRY_EQUAL = goal(ROW.name, same=ROW.same, pre=ROW.pre + ("L.y[r, :] == R.y[0, :]",), post=ROW.post)
 
 
-@contract(params=PARAMS, grid=GRID, verif=[ROW])
+@contract(params=PARAMS, grid=GRID, verif=[ENTRY_EQUAL])
 @triton.jit
 def carry_through_memory_kernel(x, y, M, N, sx, sy, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)

@@ -85,7 +85,8 @@ _INT32_OFFSETS = tuple(c.format(S=S) for S in "LR" for c in (
     "{S}.seq_lens_ptr[i] and {S}.seq_lens_ptr[i] < 1073741824)",
     "(HQ - 1) * {S}.stride_qh < 2147483648", "(HQ - 1) * {S}.stride_oh < 2147483648",
     "(PAGE_SIZE - 1) * {S}.stride_kp < 2147483648", "(HKV - 1) * {S}.stride_kh < 2147483648",
-    "(PAGE_SIZE - 1) * {S}.stride_vp < 2147483648", "(HKV - 1) * {S}.stride_vh < 2147483648"))
+    "(PAGE_SIZE - 1) * {S}.stride_vp < 2147483648", "(HKV - 1) * {S}.stride_vh < 2147483648",
+    "{S}.NSEG == {S}.num_segments"))  # the split workspace holds num_segments partials per row and head
 _LO = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
 _KV_EQUAL = tuple(
     f"forall(j, {_LO} <= j <= p, L.{t}[L.block_table_ptr[sL, j // PAGE_SIZE], j % PAGE_SIZE, :, :] == "

@@ -7,7 +7,7 @@ tenants apart. A rolling hash over (previous hash, tokens, extra) only *finds ca
 reused only when its whole key is equal, so a hash collision can never cause reuse. `PageIndex`
 re-indexes a long collision chain by a keyed digest, so collisions cannot make lookups slow either.
 
-Rules this module enforces (DESIGN.md "Cache rules"):
+Rules this module enforces (docs/design.md, "Cache rules"):
 - Registered pages are immutable: `check_writable` refuses them; new KV goes to private pages.
 - A page becomes shareable only when full, and only through `stage()` + `publish()`: pages staged
   during a scheduler step become visible to lookups after the step's lookups are done.

@@ -1,0 +1,111 @@
+"""integration/results keeps tables + one summary.json per run: the summaries rebuild the published tables,
+raw output is git-ignored, kept READMEs point at files that exist."""
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from integration.bench import report as bench_report
+from integration.harness import report as harness_report
+from integration.harness.merge import markdown, merge_runs
+from integration.results import summarize
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "integration" / "results"
+SUMMARY_LIMIT = 20_000
+
+
+def _tracked(*paths: str) -> list[Path]:
+    out = subprocess.run(["git", "ls-files", *paths], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [ROOT / line for line in out.splitlines()]
+
+
+def test_only_tables_and_small_summaries_are_tracked():
+    tracked = _tracked("integration/results")
+    assert tracked
+    for path in tracked:
+        assert path.suffix == ".md" or path.name in ("summary.json", ".gitignore", "summarize.py"), path
+        if path.name == "summary.json":
+            assert path.stat().st_size < SUMMARY_LIMIT, path
+    assert sum(p.stat().st_size for p in tracked) < 256 * 1024
+
+
+@pytest.mark.parametrize("path, ignored", [
+    ("integration/results/new-run/raw/tiny-vosti.json", True),
+    ("integration/results/new-run/logs/x.log", True),
+    ("integration/results/new-run/results.json", True),
+    ("integration/results/new-run/tp_llama31-8b_vosti.json", True),
+    ("integration/results/new-run/match_rate.png", True),
+    ("integration/results/new-run/summary.json", False),
+    ("integration/results/new-run/results.md", False),
+])
+def test_raw_output_is_ignored_and_summaries_are_not(path, ignored):
+    rc = subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT).returncode
+    assert (rc == 0) == ignored, path
+
+
+def test_paths_named_in_kept_readmes_exist():
+    pattern = re.compile(r"`((?:\.\./|integration/results/)[^`\s]*|[\w.-]+/[\w./-]*(?:\.md|summary\.json))`")
+    docs = [p for p in _tracked("integration/results", "README.md", "integration/gpu/README.md") if p.suffix == ".md"]
+    missing = [(doc.relative_to(ROOT), m.group(1)) for doc in docs for m in pattern.finditer(doc.read_text())
+               if not any(base.joinpath(m.group(1)).exists() for base in (doc.parent, ROOT))]
+    assert not missing
+
+
+def test_harness_table_rebuilds_from_the_tracked_summaries():
+    runs = ["gemma", "llama", "qwen", "s3-llama", "s3-qwen", "s3-gemma"]
+    cells, labels = merge_runs([RESULTS / "h200-harness" / r for r in runs])
+    assert markdown(cells, labels) == (RESULTS / "h200-harness" / "TABLE.md").read_text()
+
+
+@pytest.mark.parametrize("run, kind", [("bench-llama", "throughput"), ("bench-gemma", "throughput"),
+                                       ("agentic", "agentic")])
+def test_bench_tables_rebuild_from_the_tracked_summaries(tmp_path, run, kind):
+    bench_report.main([f"--{kind}", str(RESULTS / "h200-s4" / run / "summary.json"), "--out", str(tmp_path),
+                       "--no-plot"])
+    assert (tmp_path / "bench.md").read_text() == (RESULTS / "h200-s4" / run / "bench.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text()) == \
+        json.loads((RESULTS / "h200-s4" / run / "summary.json").read_text())
+
+
+def _comparison(cls, case, match):
+    return {"cls": cls, "case": case, "run": True, "match": match, "first_divergence": None if match else 1,
+            "max_abs_diff": 0.0 if match else 0.5, "steps": 4, "meta": {"chunks": [3, 1]}, "not_run_reason": None}
+
+
+def test_harness_summary_keeps_tallies_and_first_mismatches_and_merges_like_results(tmp_path):
+    comparisons = [_comparison("batch", f"case {i}", i % 2 == 0) for i in range(20)]
+    row = {"model": "tiny", "mode": "default", "label": "vLLM default", "status": "ok", "reason": None,
+           "tallies": {"batch": {"matches": 10, "compared": 20, "not_run": 0}}, "comparisons": comparisons}
+    data = {"command": "c", "scale": "cpu", "device": "CPU", "vllm_version": "0.32.0", "top_k": 20,
+            "rows": [row], "online": [{"mode": "vosti", "matches": 3, "compared": 3, "mismatches": [1, 2]}]}
+    compact = harness_report.compact(data)
+    kept = compact["rows"][0]
+    assert "comparisons" not in kept and kept["tallies"] == row["tallies"]
+    assert [m["case"] for m in kept["mismatches"]] == [f"case {i}" for i in range(1, 13, 2)]
+    assert "mismatches" not in compact["online"][0]
+
+    raw, small = tmp_path / "full" / "run", tmp_path / "compact" / "run"
+    raw.mkdir(parents=True), small.mkdir(parents=True)
+    (raw / "results.json").write_text(json.dumps(data))
+    summarize.main([str(raw)])
+    (small / "summary.json").write_text((raw / "summary.json").read_text())
+    assert json.loads((raw / "summary.json").read_text()) == compact
+    assert markdown(*merge_runs([raw])) == markdown(*merge_runs([small]))
+
+
+def test_sweep_summary_keeps_shipped_adopted_and_fastest_configs(tmp_path):
+    configs = [f"m{m} n64 s512 w4 st2" for m in (16, 32, 64, 128)]
+    measurements = [{"geometry": "g", "case": "decode b1 1K", "config": c, "path": "split", "ms": ms, "pct_hbm": 1.0}
+                    for c, ms in zip(configs, (0.4, 0.3, 0.2, 0.1))]
+    sweep = {"env": {}, "plan": {"geometries": [{"name": "g"}]}, "shipped": {"g": {"config": configs[0]}},
+             "checks": {"g": []}, "measurements": measurements}
+    (tmp_path / "attention_sweep.json").write_text(json.dumps(sweep))
+    summarize.main([str(tmp_path), "--keep-config", configs[1]])
+    kept = json.loads((tmp_path / "summary.json").read_text())["measurements"]["g"]["decode b1 1K"]
+    assert sorted(row[0] for row in kept) == sorted(configs)          # shipped, kept, two fastest
+    summarize.main([str(tmp_path)])
+    kept = json.loads((tmp_path / "summary.json").read_text())["measurements"]["g"]["decode b1 1K"]
+    assert sorted(row[0] for row in kept) == sorted([configs[0], configs[2], configs[3]])
