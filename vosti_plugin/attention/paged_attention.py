@@ -101,7 +101,7 @@ _ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p
 # the program and lane that own row {r} (coverage hint, checked): query block, KV head, row in the tile
 _WRITER = {"pid0": "{S}.query_start_loc_ptr[{s}] // BLOCK_Q + {s} + ({r} - {S}.query_start_loc_ptr[{s}]) // BLOCK_Q",
            "pid1": "{h} // QUERIES_PER_KV",
-           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * QUERIES_PER_KV + {h} % QUERIES_PER_KV"}
+           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * GROUP + {h} % QUERIES_PER_KV"}
 _SEGMENT_PARTIALS_EQUAL = tuple(
     f"forall(h, 0 <= h < HQ, forall(g, ({_LO}) // SEGMENT <= g <= p // SEGMENT, {c}))" for c in (
         "L.part_m_ptr[x, h, g] == R.part_m_ptr[y, h, g]", "L.part_l_ptr[x, h, g] == R.part_l_ptr[y, h, g]",
@@ -124,10 +124,11 @@ _SEGMENT_PARTIALS_EQUAL = tuple(
              witness={S: {**{k: v.format(S=S, s=s, r=r, h="h") for k, v in _WRITER.items()}, "pid2": "g",
                           "seg": "g"} for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}),
     ],
-    symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
+    symbolic=("HEAD_DIM", "HEAD_DIM_PAD", "PAGE_SIZE", "QUERIES_PER_KV", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
     bounds=_INT32_OFFSETS,
-    assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1", "BLOCK_Q >= 1",
-            "BLOCK_M == BLOCK_Q * QUERIES_PER_KV", "BLOCK_N >= 1", "SEGMENT % BLOCK_N == 0"),
+    assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1",
+            "QUERIES_PER_KV <= GROUP", "BLOCK_Q >= 1", "BLOCK_M == BLOCK_Q * GROUP", "BLOCK_N >= 1",
+            "SEGMENT % BLOCK_N == 0"),
 )
 @triton.jit
 def _paged_attention_segments_kernel(
@@ -319,8 +320,8 @@ def _paged_attention_segments_kernel(
                 pre=("num_q_heads == HQ", "window >= 1", "p >= 0") + _ROWS_AT_P + _SEGMENT_PARTIALS_EQUAL,
                 post=("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",),
                 witness={"L": {"pid0": "x", "pid1": "e1"}, "R": {"pid0": "y", "pid1": "e1"}})],
-    symbolic=("HEAD_DIM",),
-    assume=("HEAD_DIM >= 1",),
+    symbolic=("HEAD_DIM", "HEAD_DIM_PAD"),
+    assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM"),
     bounds=tuple(f"(HQ - 1) * {S}.stride_oh < 2147483648" for S in "LR"),
 )
 @triton.jit
