@@ -26,7 +26,9 @@ def test_catalog_holds_every_supported_geometry_with_a_consistent_config():
     keys = {key for key, _ in CATALOG}
     assert len(keys) == len(CATALOG)
     for key, config in CATALOG:
-        assert config.block_m == config.block_q * key.queries_per_kv
+        assert config.queries_per_kv == key.queries_per_kv
+        assert config.group >= key.queries_per_kv and config.group & (config.group - 1) == 0
+        assert config.block_m == config.block_q * config.group
         assert config.segment % config.block_n == 0
         assert config.block_m >= 16 and config.block_n >= 16 and key.head_dim >= 16  # tl.dot minimums on GPU
     for dtype in SUPPORTED_DTYPES:
@@ -37,7 +39,12 @@ def test_catalog_holds_every_supported_geometry_with_a_consistent_config():
 
 @pytest.mark.parametrize(
     "geometry, dtype",
-    [((128, 32, 8, 16), torch.bfloat16), ((256, 8, 4, 16), torch.bfloat16), ((128, 32, 8, 16), torch.float32)],
+    [((128, 32, 8, 16), torch.bfloat16), ((256, 8, 4, 16), torch.bfloat16), ((128, 32, 8, 16), torch.float32),
+     ((128, 24, 8, 64), torch.bfloat16),    # Llama-3.2-3B: 3 queries per KV head
+     ((128, 28, 4, 64), torch.bfloat16),    # Qwen2.5-7B: 7
+     ((96, 32, 32, 64), torch.bfloat16),    # Phi-3-mini: head dim 96
+     ((80, 40, 8, 64), torch.bfloat16),     # head dim 80, 5 queries per KV head
+     ((64, 64, 1, 64), torch.bfloat16)],    # 64 queries per KV head (MQA-style)
 )
 def test_production_geometries_have_configs(geometry, dtype):
     config = select_config(*geometry, dtype)
@@ -47,10 +54,10 @@ def test_production_geometries_have_configs(geometry, dtype):
 @pytest.mark.parametrize(
     "geometry, dtype, message",
     [
-        ((96, 32, 8, 16), torch.bfloat16, "head_dim=96"),
+        ((112, 32, 8, 16), torch.bfloat16, "head_dim=112"),
         ((128, 32, 8, 24), torch.bfloat16, "page_size=24"),
         ((128, 30, 8, 16), torch.bfloat16, "multiple of num_kv_heads"),
-        ((128, 28, 4, 16), torch.bfloat16, "7 queries per KV head"),
+        ((128, 65, 1, 16), torch.bfloat16, "65 queries per KV head"),
         ((128, 32, 8, 16), torch.float64, "dtype"),
     ],
 )
@@ -65,3 +72,5 @@ def test_config_rejects_inconsistent_tiles():
         AttentionLaunchConfig(block_q=2, block_m=4, block_n=16, segment=8, num_warps=4, num_stages=1)
     with pytest.raises(ValueError, match="power of two"):
         AttentionLaunchConfig(block_q=3, block_m=12, block_n=4, segment=8, num_warps=4, num_stages=1)
+    with pytest.raises(ValueError, match="rounded up to a power of two"):
+        AttentionLaunchConfig(block_q=2, block_m=16, block_n=4, segment=8, num_warps=4, num_stages=1, queries_per_kv=3)

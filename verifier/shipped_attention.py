@@ -13,7 +13,8 @@ def entries() -> list[dict]:
 
     configs: list[tuple[dict, dict]] = []
     for key, cfg in cfgmod.CATALOG:
-        base = {"HEAD_DIM": key.head_dim, "PAGE_SIZE": key.page_size, "QUERIES_PER_KV": cfg.queries_per_kv,
+        base = {"HEAD_DIM": key.head_dim, "HEAD_DIM_PAD": cfgmod.next_power_of_two(key.head_dim),
+                "PAGE_SIZE": key.page_size, "QUERIES_PER_KV": cfg.queries_per_kv, "GROUP": cfg.group,
                 "BLOCK_Q": cfg.block_q, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "SEGMENT": cfg.segment,
                 "SEQ_SCAN_CHUNK": pa._SEQ_SCAN_CHUNK,
                 "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32"}
@@ -24,7 +25,7 @@ def entries() -> list[dict]:
     split = [({**c, "FUSED": False}, fam) for c, fam in configs]
     comb = []
     for c, fam in configs:
-        cc = ({"HEAD_DIM": c["HEAD_DIM"], "SEGMENT": c["SEGMENT"], "SEQ_SCAN_CHUNK": c["SEQ_SCAN_CHUNK"],
+        cc = ({"HEAD_DIM": c["HEAD_DIM"], "HEAD_DIM_PAD": c["HEAD_DIM_PAD"], "SEGMENT": c["SEGMENT"], "SEQ_SCAN_CHUNK": c["SEQ_SCAN_CHUNK"],
                "USE_WINDOW": c["USE_WINDOW"]}, fam)
         if cc not in comb:
             comb.append(cc)

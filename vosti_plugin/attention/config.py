@@ -13,10 +13,18 @@ from dataclasses import dataclass
 
 import torch
 
-SUPPORTED_HEAD_DIMS: tuple[int, ...] = (32, 64, 128, 256)  # 32: the bundled tiny CPU model
+# Head dims that are not a power of two run on the next power of two with the extra lanes masked to 0.
+SUPPORTED_HEAD_DIMS: tuple[int, ...] = (32, 64, 80, 96, 128, 256)  # 32: the bundled tiny CPU model
 SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
 SUPPORTED_PAGE_SIZES: tuple[int, ...] = (16, 32, 64)
-SUPPORTED_QUERIES_PER_KV: tuple[int, ...] = (1, 2, 4, 8, 16)
+# Query heads per KV head: a tile gives each KV head `group` rows per token (the next power of two), the
+# rows past queries_per_kv are masked. The kernel takes any ratio; the catalog lists 1..64.
+MAX_QUERIES_PER_KV = 64
+SUPPORTED_QUERIES_PER_KV: tuple[int, ...] = tuple(range(1, MAX_QUERIES_PER_KV + 1))
+
+
+def next_power_of_two(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
 
 
 class UnsupportedGeometry(ValueError):
@@ -28,7 +36,8 @@ class AttentionLaunchConfig:
     """Everything a launch needs; nothing in it is derived from batch, lengths or pages.
 
     block_q:    query tokens per program.
-    block_m:    rows per program = block_q * queries_per_kv (all query heads of one KV head share loads).
+    block_m:    rows per program = block_q * group (all query heads of one KV head share loads), where the
+                group is queries_per_kv rounded up to a power of two; rows of the padding heads are masked.
     block_n:    KV tile size in positions; tiles sit on a fixed grid starting at position 0.
     segment:    fixed KV segment length (a multiple of block_n) for split-KV. The split SIZE is fixed,
                 the number of segments follows from the sequence length.
@@ -41,6 +50,7 @@ class AttentionLaunchConfig:
     segment: int
     num_warps: int
     num_stages: int
+    queries_per_kv: int = 0     # query heads per KV head; 0 means block_m // block_q (no padding rows)
 
     def __post_init__(self) -> None:
         for name in ("block_q", "block_m", "block_n", "segment"):
@@ -51,9 +61,15 @@ class AttentionLaunchConfig:
             raise ValueError(f"block_m={self.block_m} must be a multiple of block_q={self.block_q}")
         if self.segment % self.block_n:
             raise ValueError(f"segment={self.segment} must be a multiple of block_n={self.block_n}")
+        if self.queries_per_kv == 0:
+            object.__setattr__(self, "queries_per_kv", self.block_m // self.block_q)
+        if next_power_of_two(self.queries_per_kv) != self.group:
+            raise ValueError(f"block_m / block_q = {self.group} must be {self.queries_per_kv} queries per KV head "
+                             f"rounded up to a power of two")
 
     @property
-    def queries_per_kv(self) -> int:
+    def group(self) -> int:
+        """Tile rows per token and KV head: queries_per_kv rounded up to a power of two."""
         return self.block_m // self.block_q
 
 
@@ -83,15 +99,17 @@ def _kv_tile(head_dim: int, dtype: torch.dtype) -> int:
 
 
 def _config_for(key: GeometryKey) -> AttentionLaunchConfig:
-    block_m = max(_rows_per_program(key.head_dim, key.dtype), key.queries_per_kv)
+    group = next_power_of_two(key.queries_per_kv)
+    block_m = max(_rows_per_program(key.head_dim, key.dtype), group)
     block_n = _kv_tile(key.head_dim, key.dtype)
     return AttentionLaunchConfig(
-        block_q=block_m // key.queries_per_kv,
+        block_q=block_m // group,
         block_m=block_m,
         block_n=block_n,
         segment=512,
         num_warps=4 if key.head_dim <= 128 else 8,
         num_stages=2,
+        queries_per_kv=key.queries_per_kv,
     )
 
 
@@ -132,7 +150,7 @@ def geometry_key(
     if queries_per_kv not in SUPPORTED_QUERIES_PER_KV:
         raise UnsupportedGeometry(
             f"{num_q_heads} query heads per {num_kv_heads} KV heads gives {queries_per_kv} queries per KV head;"
-            f" supported: {SUPPORTED_QUERIES_PER_KV}"
+            f" the attention kernel supports 1 to {MAX_QUERIES_PER_KV}"
         )
     return GeometryKey(head_dim, queries_per_kv, page_size, dtype)
 

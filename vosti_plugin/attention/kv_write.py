@@ -51,9 +51,9 @@ _WELL_FORMED = tuple(c.format(s=s) for s in "LR" for c in (
                         f"only({_SLOT.format(s='L', t='t', cache=c)}))"
                         for c in ("k_cache_ptr", "v_cache_ptr"))),
     ],
-    symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_H"),
+    symbolic=("HEAD_DIM", "HEAD_DIM_PAD", "PAGE_SIZE", "BLOCK_H"),
     bounds=_WELL_FORMED,
-    assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "BLOCK_H >= 1"),
+    assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM", "PAGE_SIZE >= 1", "BLOCK_H >= 1"),
 )
 @triton.jit
 def _write_kv_kernel(
@@ -74,6 +74,7 @@ def _write_kv_kernel(
     stride_vcp,
     stride_vch,
     HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
     PAGE_SIZE: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
@@ -84,8 +85,8 @@ def _write_kv_kernel(
     page = slot // PAGE_SIZE
     in_page = slot % PAGE_SIZE
     heads = tl.arange(0, BLOCK_H)
-    dims = tl.arange(0, HEAD_DIM)
-    mask = (heads < num_kv_heads)[:, None]
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    mask = (heads < num_kv_heads)[:, None] & (dims < HEAD_DIM)[None, :]
     row = token.to(tl.int64)
     key = tl.load(key_ptr + row * stride_kt + heads[:, None] * stride_kh + dims[None, :], mask=mask)
     value = tl.load(value_ptr + row * stride_vt + heads[:, None] * stride_vh + dims[None, :], mask=mask)
@@ -117,8 +118,6 @@ def write_kv(
         if tensor.stride(-1) != 1:
             raise ValueError(f"{name} must be contiguous in head_dim")
     num_tokens, num_kv_heads, head_dim = key.shape
-    if head_dim & (head_dim - 1):
-        raise ValueError(f"head_dim={head_dim} must be a power of two")
     if num_tokens == 0:
         return
     _write_kv_kernel[(num_tokens,)](
@@ -128,6 +127,7 @@ def write_kv(
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         HEAD_DIM=head_dim,
+        HEAD_DIM_PAD=triton.next_power_of_2(head_dim),
         PAGE_SIZE=k_cache.shape[1],
         BLOCK_H=triton.next_power_of_2(num_kv_heads),
         num_warps=4,

@@ -30,7 +30,7 @@ import triton.language as tl
 
 from verifier.contracts import contract, goal, scalar, tensor
 from vosti_plugin.triton_mode import use_lane_invariant_interpreter
-from vosti_plugin.attention.config import AttentionLaunchConfig
+from vosti_plugin.attention.config import AttentionLaunchConfig, next_power_of_two
 
 use_lane_invariant_interpreter()
 
@@ -101,7 +101,7 @@ _ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p
 # the program and lane that own row {r} (coverage hint, checked): query block, KV head, row in the tile
 _WRITER = {"pid0": "{S}.query_start_loc_ptr[{s}] // BLOCK_Q + {s} + ({r} - {S}.query_start_loc_ptr[{s}]) // BLOCK_Q",
            "pid1": "{h} // QUERIES_PER_KV",
-           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * QUERIES_PER_KV + {h} % QUERIES_PER_KV"}
+           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * GROUP + {h} % QUERIES_PER_KV"}
 _SEGMENT_PARTIALS_EQUAL = tuple(
     f"forall(h, 0 <= h < HQ, forall(g, ({_LO}) // SEGMENT <= g <= p // SEGMENT, {c}))" for c in (
         "L.part_m_ptr[x, h, g] == R.part_m_ptr[y, h, g]", "L.part_l_ptr[x, h, g] == R.part_l_ptr[y, h, g]",
@@ -124,10 +124,11 @@ _SEGMENT_PARTIALS_EQUAL = tuple(
              witness={S: {**{k: v.format(S=S, s=s, r=r, h="h") for k, v in _WRITER.items()}, "pid2": "g",
                           "seg": "g"} for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}),
     ],
-    symbolic=("HEAD_DIM", "PAGE_SIZE", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
+    symbolic=("HEAD_DIM", "HEAD_DIM_PAD", "PAGE_SIZE", "QUERIES_PER_KV", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
     bounds=_INT32_OFFSETS,
-    assume=("HEAD_DIM >= 1", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1", "BLOCK_Q >= 1",
-            "BLOCK_M == BLOCK_Q * QUERIES_PER_KV", "BLOCK_N >= 1", "SEGMENT % BLOCK_N == 0"),
+    assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1",
+            "QUERIES_PER_KV <= GROUP", "BLOCK_Q >= 1", "BLOCK_M == BLOCK_Q * GROUP", "BLOCK_N >= 1",
+            "SEGMENT % BLOCK_N == 0"),
 )
 @triton.jit
 def _paged_attention_segments_kernel(
@@ -159,8 +160,10 @@ def _paged_attention_segments_kernel(
     stride_ot,
     stride_oh,
     HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
     PAGE_SIZE: tl.constexpr,
     QUERIES_PER_KV: tl.constexpr,
+    GROUP: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -194,9 +197,10 @@ def _paged_attention_segments_kernel(
     context_len = seq_len - q_len
 
     rows = tl.arange(0, BLOCK_M)
-    local_token = first_local_token + rows // QUERIES_PER_KV
-    q_head = kv_head * QUERIES_PER_KV + rows % QUERIES_PER_KV
-    row_valid = local_token < q_len
+    local_token = first_local_token + rows // GROUP
+    head_in_group = rows % GROUP
+    q_head = kv_head * QUERIES_PER_KV + head_in_group
+    row_valid = (local_token < q_len) & (head_in_group < QUERIES_PER_KV)
     token = (q_start + local_token).to(tl.int64)
     row_pos = tl.where(row_valid, context_len + local_token, -1)
     if USE_WINDOW:
@@ -210,10 +214,11 @@ def _paged_attention_segments_kernel(
     else:
         first_key = 0
 
-    dims = tl.arange(0, HEAD_DIM)
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    dim_ok = dims < HEAD_DIM
     q = tl.load(
         q_ptr + token[:, None] * stride_qt + q_head[:, None] * stride_qh + dims[None, :],
-        mask=row_valid[:, None],
+        mask=row_valid[:, None] & dim_ok[None, :],
         other=0.0,
     )
 
@@ -232,13 +237,13 @@ def _paged_attention_segments_kernel(
 
     run_m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     run_l = tl.zeros([BLOCK_M], dtype=tl.float32)
-    run_acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    run_acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     block_table_row = block_table_ptr + seq.to(tl.int64) * stride_bt
 
     for seg in range(seg_begin, seg_end):
         m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
         tile_begin = tl.maximum(seg * TILES_PER_SEGMENT, first_key // BLOCK_N)
         tile_end = tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_pos // BLOCK_N + 1)
         for tile in range(tile_begin, tile_end):
@@ -248,8 +253,10 @@ def _paged_attention_segments_kernel(
             in_page = key_pos % PAGE_SIZE
             k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
             v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
-            k = tl.load(k_ptr + k_offsets[None, :] + dims[:, None], mask=key_valid[None, :], other=0.0)
-            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None], other=0.0)
+            k = tl.load(k_ptr + k_offsets[None, :] + dims[:, None], mask=key_valid[None, :] & dim_ok[:, None],
+                        other=0.0)
+            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
+                        other=0.0)
 
             scores = tl.dot(q, k, input_precision=DOT_PRECISION) * scale
             if USE_SOFT_CAP:
@@ -288,7 +295,8 @@ def _paged_attention_segments_kernel(
             tl.store(part_m_ptr + part, m_i, mask=row_valid)
             tl.store(part_l_ptr + part, l_i, mask=row_valid)
             tl.store(
-                part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc, mask=row_valid[:, None]
+                part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc,
+                mask=row_valid[:, None] & dim_ok[None, :],
             )
 
     if FUSED:
@@ -296,7 +304,7 @@ def _paged_attention_segments_kernel(
         tl.store(
             out_ptr + token[:, None] * stride_ot + q_head[:, None] * stride_oh + dims[None, :],
             result.to(out_ptr.dtype.element_ty),
-            mask=row_valid[:, None],
+            mask=row_valid[:, None] & dim_ok[None, :],
         )
 
 
@@ -312,8 +320,8 @@ def _paged_attention_segments_kernel(
                 pre=("num_q_heads == HQ", "window >= 1", "p >= 0") + _ROWS_AT_P + _SEGMENT_PARTIALS_EQUAL,
                 post=("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",),
                 witness={"L": {"pid0": "x", "pid1": "e1"}, "R": {"pid0": "y", "pid1": "e1"}})],
-    symbolic=("HEAD_DIM",),
-    assume=("HEAD_DIM >= 1",),
+    symbolic=("HEAD_DIM", "HEAD_DIM_PAD"),
+    assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM"),
     bounds=tuple(f"(HQ - 1) * {S}.stride_oh < 2147483648" for S in "LR"),
 )
 @triton.jit
@@ -331,13 +339,15 @@ def _combine_segments_kernel(
     stride_ot,
     stride_oh,
     HEAD_DIM: tl.constexpr,
+    HEAD_DIM_PAD: tl.constexpr,
     SEGMENT: tl.constexpr,
     SEQ_SCAN_CHUNK: tl.constexpr,
     USE_WINDOW: tl.constexpr,
 ):
     token = tl.program_id(0)
     q_head = tl.program_id(1)
-    dims = tl.arange(0, HEAD_DIM)
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    dim_ok = dims < HEAD_DIM
     out_row = out_ptr + token.to(tl.int64) * stride_ot + q_head * stride_oh + dims
 
     # The row belongs to the number of sequences that end at or before it.
@@ -348,7 +358,7 @@ def _combine_segments_kernel(
         ends = tl.load(query_start_loc_ptr + seq_ids + 1, mask=in_range, other=0)
         seq += tl.sum((in_range & (ends <= token)).to(tl.int32), axis=0)
     if seq >= num_seqs:
-        tl.store(out_row, tl.zeros([HEAD_DIM], dtype=tl.float32).to(out_ptr.dtype.element_ty))
+        tl.store(out_row, tl.zeros([HEAD_DIM_PAD], dtype=tl.float32).to(out_ptr.dtype.element_ty), mask=dim_ok)
         return
 
     q_start = tl.load(query_start_loc_ptr + seq)
@@ -361,12 +371,12 @@ def _combine_segments_kernel(
 
     run_m = tl.full([1], float("-inf"), dtype=tl.float32)
     run_l = tl.zeros([1], dtype=tl.float32)
-    run_acc = tl.zeros([1, HEAD_DIM], dtype=tl.float32)
+    run_acc = tl.zeros([1, HEAD_DIM_PAD], dtype=tl.float32)
     part_row = (token.to(tl.int64) * num_q_heads + q_head) * num_segments
     for seg in range(lo // SEGMENT, pos // SEGMENT + 1):
         m_i = tl.load(part_m_ptr + part_row + seg + tl.zeros([1], dtype=tl.int32))
         l_i = tl.load(part_l_ptr + part_row + seg + tl.zeros([1], dtype=tl.int32))
-        acc = tl.load(part_acc_ptr + (part_row + seg) * HEAD_DIM + dims[None, :])
+        acc = tl.load(part_acc_ptr + (part_row + seg) * HEAD_DIM + dims[None, :], mask=dim_ok[None, :], other=0.0)
         # Same fold expression as the FUSED branch of _paged_attention_segments_kernel.
         fold_m = tl.maximum(run_m, m_i)
         fold_dead = fold_m == float("-inf")
@@ -379,7 +389,7 @@ def _combine_segments_kernel(
         run_acc = fold_acc
 
     result = run_acc / run_l[:, None]
-    tl.store(out_row[None, :], result.to(out_ptr.dtype.element_ty))
+    tl.store(out_row[None, :], result.to(out_ptr.dtype.element_ty), mask=dim_ok[None, :])
 
 
 def num_kv_segments(block_table: torch.Tensor, page_size: int, segment: int, max_seqlen_k: int | None) -> int:
@@ -423,9 +433,6 @@ def _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, o
         raise ValueError(
             f"config is for {config.queries_per_kv} queries per KV head; got {num_q_heads} q / {num_kv_heads} kv heads"
         )
-    head_dim = q.shape[2]
-    if head_dim & (head_dim - 1):
-        raise ValueError(f"head_dim={head_dim} must be a power of two")
 
 
 def paged_attention(
@@ -496,8 +503,10 @@ def paged_attention(
         block_table.stride(0),
         out.stride(0), out.stride(1),
         HEAD_DIM=head_dim,
+        HEAD_DIM_PAD=next_power_of_two(head_dim),
         PAGE_SIZE=page_size,
         QUERIES_PER_KV=config.queries_per_kv,
+        GROUP=config.group,
         BLOCK_Q=config.block_q,
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
@@ -518,6 +527,7 @@ def paged_attention(
             int(sliding_window) if use_window else 0,
             out.stride(0), out.stride(1),
             HEAD_DIM=head_dim,
+            HEAD_DIM_PAD=next_power_of_two(head_dim),
             SEGMENT=config.segment,
             SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,
             USE_WINDOW=use_window,
