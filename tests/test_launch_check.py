@@ -79,33 +79,15 @@ def test_third_party_hookimpl_veto_aborts_startup(tiny_model_path, tmp_path, mon
     sys.modules.pop("acme_rules", None)
 
 
-def _vllm_log_handler():
-    """The handler vLLM's logging config gives its `vllm` logger (vLLM's own format and stream)."""
-    import logging
-
-    import vllm.logger  # noqa: F401  (configures vLLM's logging)
-
-    return next(h for h in logging.getLogger("vllm").handlers if h.name == "vllm")
-
-
-def test_valid_launch_writes_certificate_to_the_file_and_to_vllms_log(tiny_model_path, tmp_path, monkeypatch):
+def test_valid_launch_writes_certificate(tiny_model_path, tmp_path):
     import gc
-    import io
     import time
 
     from vllm import SamplingParams
 
-    from vosti_plugin.launch import check
-
-    monkeypatch.setattr(check, "_accepted", {})   # a launch accepted earlier in this process logs nothing new
     cert_path = tmp_path / "cert.json"
-    handler, log = _vllm_log_handler(), io.StringIO()
-    stream = handler.setStream(log)
     t0 = time.perf_counter()
-    try:
-        llm = _start(tiny_model_path, additional_config={"vosti": {"certificate": str(cert_path)}})
-    finally:
-        handler.setStream(stream)
+    llm = _start(tiny_model_path, additional_config={"vosti": {"certificate": str(cert_path)}})
     startup = time.perf_counter() - t0
     try:
         cert = json.loads(cert_path.read_text())
@@ -115,10 +97,6 @@ def test_valid_launch_writes_certificate_to_the_file_and_to_vllms_log(tiny_model
         assert "paged_attention" in cert["kernel_configs"]
         assert cert["versions"]["vllm"] and cert["versions"]["triton"]
         assert any("Triton compiler" in t for t in cert["trusted_base"])
-        logged = [line for line in log.getvalue().splitlines() if check.CERTIFICATE_LOG_PREFIX in line]
-        assert len(logged) == 1, "the certificate must be in vLLM's log once"
-        assert " INFO " in logged[0] and "pid=" in logged[0], f"not vLLM's log format: {logged[0][:120]}"
-        assert json.loads(logged[0].split(check.CERTIFICATE_LOG_PREFIX, 1)[1]) == cert
         print(f"startup {startup:.1f}s, launch check {cert['check_seconds']:.3f}s")
         out = llm.generate([{"prompt_token_ids": [5, 6, 7]}], SamplingParams(max_tokens=1), use_tqdm=False)
         assert len(out[0].outputs[0].token_ids) == 1

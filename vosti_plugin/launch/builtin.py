@@ -39,6 +39,19 @@ def _dtype(f: LaunchFacts):
                    fix=f"pass --dtype {to}", fix_args=("--dtype", to), fixed={"dtype": to})
 
 
+def _spans(values) -> str:
+    """1, 2, 3, 4, 8 -> '1-4, 8'."""
+    out, run = [], [values[0]]
+    for v in values[1:]:
+        if v == run[-1] + 1:
+            run.append(v)
+        else:
+            out.append(run)
+            run = [v]
+    out.append(run)
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in out)
+
+
 def _attention_geometry(f: LaunchFacts):
     """What the model itself fixes (head size, query heads per KV head): no launch argument changes it."""
     from vosti_plugin.attention.config import SUPPORTED_HEAD_DIMS, SUPPORTED_QUERIES_PER_KV
@@ -46,13 +59,13 @@ def _attention_geometry(f: LaunchFacts):
     problems, covered = [], []
     if f.head_size not in SUPPORTED_HEAD_DIMS:
         problems.append(f"head size {f.head_size}")
-        covered.append(f"head sizes {', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+        covered.append(f"head sizes {_spans(SUPPORTED_HEAD_DIMS)}")
     if f.num_kv_heads < 1 or f.num_q_heads % f.num_kv_heads:
         problems.append(f"{f.num_q_heads} query heads over {f.num_kv_heads} KV heads (not a whole GQA group)")
         covered.append("query heads a multiple of KV heads")
     elif f.num_q_heads // f.num_kv_heads not in SUPPORTED_QUERIES_PER_KV:
         problems.append(f"{f.num_q_heads // f.num_kv_heads} query heads per KV head ({f.num_q_heads}/{f.num_kv_heads})")
-        covered.append(f"{', '.join(map(str, SUPPORTED_QUERIES_PER_KV))} query heads per KV head")
+        covered.append(f"{_spans(SUPPORTED_QUERIES_PER_KV)} query heads per KV head")
     if not problems:
         return None
     what = " and ".join(problems)
