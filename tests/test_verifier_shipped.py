@@ -173,7 +173,8 @@ def test_kv_write_store_without_head_mask_is_rejected_for_some_catalog_block():
     assert mutated != source, "the K store changed; update this mutation"
     spec = contract_of(kernel)
     assert "BLOCK_H" in spec.symbolic
-    domain = [{"HEAD_DIM": d, "PAGE_SIZE": p, "BLOCK_H": h} for d in (64, 128) for p in (16, 32) for h in (1, 8, 32)]
+    domain = [{"HEAD_DIM": d, "HEAD_DIM_PAD": d, "PAGE_SIZE": p, "BLOCK_H": h}
+              for d in (64, 128) for p in (16, 32) for h in (1, 8, 32)]
     frame = next(g for g in spec.verif if g.name == "writes_only_its_slots")
     ir_kernel = kernel_from_source(mutated, name=kernel.fn.__name__, first_line=start, globals_=kernel.fn.__globals__)
     report = check_goal(ir_kernel, spec, frame, dict(domain[0]), domain=domain)

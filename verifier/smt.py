@@ -17,6 +17,7 @@ import z3
 
 
 RLIMIT_PER_MS = 2000  # Z3 resource units per millisecond of an unloaded core (measured, roughly)
+ESCALATION = 4  # budget multiple of the default-arithmetic solver, asked what the fast one left unknown
 MODELS_KEPT = 8  # models of the latest satisfiable queries tried on each new query before a solver call
 
 
@@ -84,8 +85,8 @@ class Prover:
                 self.light.pop()
         r = self._ask(self.solver, formulas)
         if r == z3.unknown:
-            if self.fallback is None:
-                self.fallback = new_solver(self.timeout_ms)
+            if self.fallback is None:  # a larger budget: costs only where the fast solver could not decide
+                self.fallback = new_solver(self.timeout_ms * ESCALATION)
                 self.fallback.add(*self.hyps)
             r = self._ask(self.fallback, formulas)
         if r == z3.unknown and self.domain:

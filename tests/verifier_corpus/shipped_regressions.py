@@ -14,7 +14,7 @@ REGRESSIONS = [
      "row_invariance", "int-overflow", "v = tl.load(x_ptr + row * stride_x + cols, mask=cols < V"),
     # V past the block's last key is read unmasked (another request's slot or garbage) and multiplied by p = 0
     ("vosti_plugin.attention.paged_attention", "_paged_attention_segments_kernel",
-     "v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None], other=0.0)",
-     "v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :])",
+     "v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],",
+     "v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :],",
      "causal_row_invariance", "read-equal-region", "v = tl.load(v_ptr"),
 ]
