@@ -12,7 +12,7 @@ from integration.harness.engine import CPU_MODES, GPU_MODES
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m integration.harness", description=__doc__)
-    ap.add_argument("--scale", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--scale", default="cpu", choices=["cpu", "gpu", "gpu-quick"])
     ap.add_argument("--modes", default=None, help="vosti,default,bi-flash,bi-triton")
     ap.add_argument("--models", default=None, help="tiny,tiny-gemma3,llama31-8b,gemma3-4b,qwen3-8b")
     ap.add_argument("--out", type=Path, default=Path("harness-results"))
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report-only", action="store_true", help="only re-aggregate OUT/raw")
     ap.add_argument("--eager", action="store_true", help="enforce_eager=True in every mode")
     a = ap.parse_args(argv)
-    gpu = a.scale == "gpu"
+    gpu = a.scale.startswith("gpu")
     split = lambda t: [x.strip() for x in t.split(",") if x.strip()]  # noqa: E731
     modes = split(a.modes) if a.modes else list(GPU_MODES if gpu else CPU_MODES)
     models = split(a.models) if a.models else (["llama31-8b", "gemma3-4b", "qwen3-8b"] if gpu else ["tiny"])

@@ -38,7 +38,7 @@ def compare(
     from integration.harness.engine import CPU_MODES, GPU_MODES
     from integration.harness.run import compare as run_compare
 
-    gpu = scale == "gpu"
+    gpu = scale.startswith("gpu")
     mode_list = _split(modes) if modes else list(GPU_MODES if gpu else CPU_MODES)
     model_list = _split(models) if models else (["llama31-8b", "gemma3-4b", "qwen3-8b"] if gpu else ["tiny"])
     command = "vosti compare " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if "vosti" in Path(sys.argv[0]).name \

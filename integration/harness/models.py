@@ -7,6 +7,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from integration.geometries import shallow
+
 LLAMA31_8B = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama",
     "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
@@ -93,6 +95,12 @@ MODELS: dict[str, ModelSpec] = {
                            description="Gemma-3-4B text geometry, window 1024 on 5 of 6 layers, re-drawn"),
     "qwen3-8b": ModelSpec("qwen3-8b", QWEN3_8B, description="Qwen3-8B geometry (qk-norm), re-drawn weights"),
 }
+# Geometries outside the original catalog, 8 layers deep (every per-layer shape is the checkpoint's):
+# GQA 3, GQA 7 with qkv bias, head dim 96, head dim 64 with tied embeddings.
+for _name, _why in (("llama32-3b", "3 queries per KV head"), ("qwen25-7b", "7 queries per KV head, qkv bias"),
+                    ("phi3-mini", "head dim 96"), ("llama32-1b", "head dim 64, tied embeddings")):
+    MODELS[f"{_name}-l8"] = ModelSpec(f"{_name}-l8", shallow(_name, 8),
+                                      description=f"{_name} geometry, 8 layers ({_why}), re-drawn weights")
 
 
 def get(name: str) -> ModelSpec:

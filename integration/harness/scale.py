@@ -58,6 +58,18 @@ GPU = Scale(
     max_num_batched_tokens=8192, max_model_len=32768 + 256,
 )
 
+# A GPU run of a few minutes per mode (new geometries, regression checks): the stock-vLLM baseline's sizes
+# (72 batch, 18 chunk, 96 prefill-vs-decode, 14 prefix comparisons).
+GPU_QUICK = Scale(
+    name="gpu-quick",
+    batch_lengths=(15, 17, 63, 65, 129, 257, 513, 1025, 2049, 4097, 300, 1500), batch_sizes=(2, 8),
+    batch_orders=("first", "middle", "last"), batch_decode_tokens=8, batch_neighbour_lengths=(),
+    chunk_lengths=(100, 257, 513, 1025, 2049, 3000), chunk_budgets=(64, 256, 1024), chunk_decode_tokens=4,
+    pd_lengths=(257, 2048, 8192), pd_positions=32, pd_prefill_budget=4096,
+    prefix_lengths=(160, 257, 1000, 2049), prefix_decode_tokens=8, prefix_generated_tokens=72,
+    max_num_batched_tokens=8192, max_model_len=8192 + 256,
+)
+
 # CPU: vosti's kernels run through Triton's interpreter (about 0.1 s per token and 0.4 s per step
 # for the tiny model on 2 cores), so every class is cut to a few cases that still cross a page.
 # Stock vLLM on CPU already differs at these sizes (decode past 64 tokens of context), so the CPU run
@@ -72,7 +84,7 @@ CPU = Scale(
     max_num_batched_tokens=512, max_model_len=1024,
 )
 
-SCALES = {"cpu": CPU, "gpu": GPU}
+SCALES = {"cpu": CPU, "gpu": GPU, "gpu-quick": GPU_QUICK}
 
 
 def get(name: str) -> Scale:
