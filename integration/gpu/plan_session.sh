@@ -4,7 +4,9 @@
 #   STEPS="tall harness-tall bench-llama" setsid nohup bash integration/gpu/plan_session.sh > /root/plan.out 2>&1 < /dev/null &
 # Steps: tall (tall_gemm_check; decides V), harness-tall (GPU determinism harness with mode vosti-tall, Llama and
 # Gemma sharing the GPU), bench-llama, agentic, bench-gemma, profile, dense-sweep, tall-sweep, attention-sweep
-# (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need).
+# (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need),
+# host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
+# harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench.
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -49,6 +51,26 @@ for step in $STEPS; do
       timeout 300 python3 integration/gpu/attention_sweep.py --budget-s 230 --out "$R/attention_sweep.json" \
         --extra "m64 n128 s256 w4 st2,m64 n64 s256 w4 st2,m64 n128 s512 w4 st2,m64 n64 s128 w8 st2,m64 n128 s256 w8 st2" \
         > "$R/attention_sweep.log" 2>&1; log "attention-sweep rc=$?" ;;
+    host-numerics)
+      timeout 240 python3 integration/gpu/host_numerics_cost.py --out "$R/host_numerics" > "$R/host_numerics.log" 2>&1
+      log "host-numerics rc=$?" ;;
+    sampling)
+      timeout 560 python3 integration/gpu/sampling_burst.py --out "$R/sampling" --layers 8 --modes vosti,default \
+        > "$R/sampling.log" 2>&1; log "sampling rc=$?" ;;
+    geometries)
+      timeout 400 python3 -m integration.geometries.table --out "$R/geometries" > "$R/geometries.log" 2>&1
+      log "geometries rc=$?" ;;
+    harness-new)
+      timeout 900 python3 -m integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
+        --models llama32-3b-l8,qwen25-7b-l8,phi3-mini-l8,llama32-1b-l8 --worker-timeout 840 \
+        --out "$R/harness-new" > "$R/harness-new.log" 2>&1; log "harness-new rc=$?" ;;
+    harness-base)
+      timeout 900 python3 -m integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
+        --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-base" > "$R/harness-base.log" 2>&1
+      log "harness-base rc=$?" ;;
+    smoke-bench)
+      env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
+        MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;
     *) log "unknown step $step" ;;
   esac
 done
