@@ -55,8 +55,13 @@ def test_sampler_built_while_installed_uses_vosti_forward():
     assert TopKTopPSampler("raw_logprobs").forward.__func__ is not vosti_install.vosti_sampler_forward
 
 
-@pytest.mark.parametrize("parameter, value", [("thinking_token_budget", 8), ("watermarking", True)])
+@pytest.mark.parametrize("parameter, value", [("thinking_token_budget", 8), ("watermarking", True),
+                                              ("logprob_token_ids", [3, 4]), ("prompt_logprob_token_ids", "array")])
 def test_refusal_is_a_value_error_naming_the_parameter(parameter, value):
+    if value == "array":
+        import numpy as np
+
+        value = np.array([[5, 6]])
     from vllm.sampling_params import SamplingParams
 
     from vosti_plugin import compat

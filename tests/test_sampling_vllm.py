@@ -126,7 +126,7 @@ def test_sampling_runs_through_vosti(served):
     assert topk_topp_sampler.apply_top_k_top_p is rowwise.apply_top_k_top_p
 
 
-@pytest.mark.parametrize("order_seed, copies", [(1, 2), (2, 1)])
+@pytest.mark.parametrize("order_seed, copies", [(1, 1), (2, 1)])
 def test_each_parameter_alone_equals_inside_shuffled_mixed_batch(served, order_seed, copies):
     llm, mode, cases, alone = served
     batch = _mixed(cases, order_seed, copies)

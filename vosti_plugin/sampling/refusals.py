@@ -50,7 +50,9 @@ class Refusal:
 
 
 def _is_set(value) -> bool:
-    return value is not None and value is not False and value != {} and value != []
+    if value is None or value is False:
+        return False
+    return len(value) > 0 if isinstance(value, (dict, list, tuple)) else True   # arrays: set when given
 
 
 def refusals(params) -> list[Refusal]:
