@@ -262,7 +262,7 @@ def main() -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--smoke", action="store_true", help="CPU, tiny model: checks the script, not the GPU")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--timeout-s", type=float, default=540, help="per mode")
+    ap.add_argument("--timeout-s", type=float, default=270, help="per mode (two modes fit a 560 s call)")
     args = ap.parse_args()
     args.tokens = args.tokens or (3 if args.smoke else 48)
     args.per_case = args.per_case or (2 if args.smoke else 6)
