@@ -68,12 +68,14 @@ _F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
 
 _TARGET_PROGRAMS = 2 * 132  # two programs per H200 SM: enough bytes in flight to stream the weights
 _MIN_K_PER_SPLIT = 512
+_MAX_SPLIT = 16            # what 19 served geometries reach (integration/geometries); bounds the proved set
 
 
 def _split_for(N: int, K: int, block_n: int, block_k: int) -> int:
     tiles = triton.cdiv(N, block_n)
     split = 1
-    while tiles * split < _TARGET_PROGRAMS and K // (2 * split) >= max(_MIN_K_PER_SPLIT, block_k):
+    while (split < _MAX_SPLIT and tiles * split < _TARGET_PROGRAMS
+           and K // (2 * split) >= max(_MIN_K_PER_SPLIT, block_k)):
         split *= 2
     return split
 
@@ -90,13 +92,13 @@ def rule_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
 
 def rule_configs() -> list[tuple[MatmulConfig, torch.dtype]]:
     """Every config `rule_config` can return for some (N, K) on a GPU: both tile bases with every split
-    count `_split_for` can reach (it doubles while fewer than _TARGET_PROGRAMS programs run), so any
-    decoder geometry's GEMMs launch configs the verifier proved."""
+    count `_split_for` can reach (powers of two up to _MAX_SPLIT), so any decoder geometry's GEMMs launch
+    configs the verifier proved."""
     configs = []
     for dtype in (torch.bfloat16, torch.float16):
         for base in (_B16_NARROW, _B16_WIDE):
             split = 1
-            while split < _TARGET_PROGRAMS:
+            while split <= _MAX_SPLIT:
                 configs.append((MatmulConfig(split_k=split, **base), dtype))
                 split *= 2
     return configs
