@@ -51,6 +51,8 @@ for step in $STEPS; do
       timeout 300 python3 integration/gpu/attention_sweep.py --budget-s 230 --out "$R/attention_sweep.json" \
         --extra "m64 n128 s256 w4 st2,m64 n64 s256 w4 st2,m64 n128 s512 w4 st2,m64 n64 s128 w8 st2,m64 n128 s256 w8 st2" \
         > "$R/attention_sweep.log" 2>&1; log "attention-sweep rc=$?" ;;
+    verify)   # prove the catalog once here (16 cores) so the engines below find the proofs cached
+      timeout 500 python3 -m vosti_plugin.cli verify > "$R/verify.log" 2>&1; log "verify rc=$? $(tail -1 "$R/verify.log")" ;;
     host-numerics)
       timeout 240 python3 integration/gpu/host_numerics_cost.py --out "$R/host_numerics" > "$R/host_numerics.log" 2>&1
       log "host-numerics rc=$?" ;;
