@@ -95,7 +95,7 @@ def _engine(mode: str, smoke: bool, model: str, layers: int, out: Path):
         spec = dataclasses.replace(spec, config={**spec.config, "num_hidden_layers": layers})
     path = models.materialize(spec, out / "models")
     kw = dict(skip_tokenizer_init=True, max_model_len=4096, max_num_batched_tokens=64 if smoke else 2048,
-              max_num_seqs=128, max_logprobs=20, logprobs_mode="raw_logits")
+              max_num_seqs=32 if smoke else 128, max_logprobs=20, logprobs_mode="raw_logits")
     if not smoke:
         kw.update(dtype="bfloat16", gpu_memory_utilization=float(os.environ.get("VOSTI_BURST_GPU_MEM", "0.8")))
     if spec.dummy:
