@@ -99,7 +99,7 @@ MODELS: dict[str, ModelSpec] = {
 # GQA 3, GQA 7 with qkv bias, head dim 96, head dim 64 with tied embeddings.
 for _name, _why in (("llama32-3b", "3 queries per KV head"), ("qwen25-7b", "7 queries per KV head, qkv bias"),
                     ("phi3-mini", "head dim 96"), ("llama32-1b", "head dim 64, tied embeddings")):
-    MODELS[f"{_name}-l8"] = ModelSpec(f"{_name}-l8", shallow(_name, 8),
+    MODELS[f"{_name}-l8"] = ModelSpec(f"{_name}-l8", {**shallow(_name, 8), "max_position_embeddings": 32768 + 256},
                                       description=f"{_name} geometry, 8 layers ({_why}), re-drawn weights")
 
 
