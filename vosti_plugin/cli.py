@@ -81,6 +81,8 @@ def verify(
                                   "(default: one row per kernel family, plus every row not proved)"),
     json_path: Optional[Path] = typer.Option(None, "--json", help="also write the results as JSON"),
     model: Optional[str] = typer.Option(None, help="check this model's launch (extra args go to vLLM)"),
+    platform: Optional[str] = typer.Option(None, help="with --model: check the launch as on this platform "
+                                           "(cuda: a GPU deployment, checked from a CPU-only machine)"),
 ) -> None:
     """Prove every shipped kernel x config x contract; with --model, also run the launch check offline.
     The last line is always a one-line summary."""
@@ -117,7 +119,9 @@ def verify(
     if model is not None:
         from vosti_plugin.launch.offline import check_model
 
-        facts, statuses = check_model(model, list(ctx.args))
+        if platform not in (None, "cpu", "cuda"):
+            _usage_error(f"--platform {platform!r}: known platforms are cpu and cuda")
+        facts, statuses = check_model(model, list(ctx.args), platform=platform)
         print_launch_check(out, model, facts, statuses)
         failed |= not all(st.ok for st in statuses)
         summary.append(launch_summary(statuses))

@@ -1,6 +1,6 @@
 """Launch-check table over real geometries: accepted or refused (with the root causes), and the check's time.
 
-    python -m integration.geometries.table [--models a,b] [--out DIR] [-- vLLM args...]
+    python -m integration.geometries.table [--models a,b] [--platform cuda] [--out DIR] [-- vLLM args...]
 
 Each geometry is written as a config.json and checked as `vllm serve DIR --attention-backend vosti
 --load-format dummy` would check it on this machine (the offline check, the same obligations as a real
@@ -17,7 +17,7 @@ from pathlib import Path
 from integration.geometries import GEOMETRIES
 
 
-def check_geometry(name: str, root: Path, vllm_args: list[str]) -> dict:
+def check_geometry(name: str, root: Path, vllm_args: list[str], platform: str | None = None) -> dict:
     from vosti_plugin.launch.offline import check_model
 
     model = root / name
@@ -25,7 +25,8 @@ def check_geometry(name: str, root: Path, vllm_args: list[str]) -> dict:
     (model / "config.json").write_text(json.dumps(GEOMETRIES[name], indent=1))
     t0 = time.perf_counter()
     try:
-        facts, statuses = check_model(str(model), ["--load-format", "dummy", "--skip-tokenizer-init", *vllm_args])
+        facts, statuses = check_model(str(model), ["--load-format", "dummy", "--skip-tokenizer-init", *vllm_args],
+                                      platform=platform)
     except Exception as exc:        # vLLM itself refused the config: report it, keep going
         return {"model": name, "accepted": False, "seconds": round(time.perf_counter() - t0, 2),
                 "causes": [f"vLLM: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"]}
@@ -39,12 +40,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models", default=",".join(GEOMETRIES))
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--platform", default=None, help="cuda: check GPU launches from a CPU-only machine")
     ap.add_argument("vllm_args", nargs="*")
     a = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="vosti-geometries-") as tmp:
         for name in a.models.split(","):
-            row = check_geometry(name, Path(tmp), a.vllm_args)
+            row = check_geometry(name, Path(tmp), a.vllm_args, a.platform)
             rows.append(row)
             print(json.dumps(row), flush=True)
     lines = ["| model | head dim | q per kv | accepted | check s | why not |", "|---|---|---|---|---|---|"]

@@ -37,8 +37,11 @@ def build_vllm_config(model: str, vllm_args: list[str]):
     return stock_create(engine_args)
 
 
-def check_model(model: str, vllm_args: list[str]) -> tuple[LaunchFacts, list[ObligationStatus]]:
-    """Every obligation's status for this launch; causes first where they fail (see obligations.evaluate_all)."""
+def check_model(model: str, vllm_args: list[str], platform: str | None = None
+                ) -> tuple[LaunchFacts, list[ObligationStatus]]:
+    """Every obligation's status for this launch; causes first where they fail (see obligations.evaluate_all).
+    platform: check the launch as it would be on that platform ("cuda": a GPU deployment checked from a
+    CPU-only machine); default: this machine's."""
     from vosti_plugin.launch.check import _quiet_interpreter, plugin_manager, run_check
     from vosti_plugin.launch.facts import facts_from_vllm_config
     from vosti_plugin.launch.obligations import every_failure
@@ -47,6 +50,10 @@ def check_model(model: str, vllm_args: list[str]) -> tuple[LaunchFacts, list[Obl
     ensure_interpreter_without_gpu()
     _quiet_interpreter()
     facts = facts_from_vllm_config(build_vllm_config(model, vllm_args))
+    if platform and platform != facts.platform:
+        import dataclasses
+
+        facts = dataclasses.replace(facts, platform=platform)
     pm = plugin_manager()
     obligations = [ob for group in pm.hook.vosti_launch_obligations(facts=facts) if group for ob in group]
     failed = {f.obligation: (f, cause) for f, cause in every_failure(run_check(facts, pm))}
