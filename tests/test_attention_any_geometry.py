@@ -55,7 +55,7 @@ def _model(tmp_path, queries_per_kv: int, head_dim: int):
 
     kv_heads = 2
     geometry = dict(GEOMETRY, num_attention_heads=queries_per_kv * kv_heads, num_key_value_heads=kv_heads,
-                    head_dim=head_dim, hidden_size=128)
+                    head_dim=head_dim, hidden_size=16 * queries_per_kv * kv_heads)   # transformers: heads | hidden
     d = tmp_path / f"llama-q{queries_per_kv}-d{head_dim}"
     d.mkdir()
     (d / "config.json").write_text(json.dumps(geometry))
