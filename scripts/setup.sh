@@ -18,8 +18,8 @@ fi
 $py -c "import vllm, vosti_plugin; print('[setup] vllm', vllm.__version__, '+ vosti-plugin', vosti_plugin.__version__)"
 $py -m vosti_plugin.cli model >/dev/null
 # vosti refuses to launch kernel configs the verifier has not proved; prove the catalog once (cached by
-# kernel source hash + config; about 20 s on a 2-core machine the first time, under a second after).
-echo "[setup] proving the kernel catalog with Z3 (about 20 s the first time; cached afterwards)"
+# kernel source hash + config; about 7 minutes on a 2-core machine the first time, under a second after).
+echo "[setup] proving the kernel catalog with Z3 (minutes the first time on 2 cores; cached afterwards)"
 t0=$(date +%s)
 $py -m vosti_plugin.cli verify --json "${VOSTI_CACHE_DIR:-$HOME/.cache/vosti}/verify.json" > /dev/null || {
   echo "[setup] the verifier did not prove every kernel config: run 'vosti verify' to see which"; exit 1; }
