@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from vosti_plugin.attention.config import (
     SUPPORTED_HEAD_DIMS,
     SUPPORTED_PAGE_SIZES,
     SUPPORTED_QUERIES_PER_KV,
+    next_power_of_two,
     select_config,
 )
 
@@ -55,6 +56,8 @@ def _run_smoke(tmp_path, *extra: str) -> tuple[subprocess.CompletedProcess, dict
     dtype=st.sampled_from((torch.bfloat16, torch.float16)),
     limit=st.integers(1, 60),
 )
+@example(head_dim=32, queries_per_kv=3, page_size=16, dtype=torch.bfloat16, limit=1)  # padded group
+@example(head_dim=32, queries_per_kv=26, page_size=16, dtype=torch.bfloat16, limit=2)
 def test_sweep_candidates_are_launchable_configs_led_by_the_shipped_one(head_dim, queries_per_kv, page_size, dtype,
                                                                          limit):
     geometry = sweep.Geometry("g", 4 * queries_per_kv, 4, head_dim, page_size)
@@ -67,7 +70,9 @@ def test_sweep_candidates_are_launchable_configs_led_by_the_shipped_one(head_dim
     assert len({sweep.config_label(c) for c in configs}) == len(configs)  # results are keyed by label
     elem = torch.finfo(dtype).bits // 8
     for config in configs[1:]:
-        assert config.block_m == config.block_q * queries_per_kv  # all query heads of a KV head in one tile
+        # all query heads of a KV head in one tile, padded to a power of two
+        assert config.block_m == config.block_q * next_power_of_two(queries_per_kv)
+        assert config.queries_per_kv == queries_per_kv
         assert config.segment % config.block_n == 0  # the kernel's TILES_PER_SEGMENT
         for value in (config.block_m, config.block_n, config.segment):
             assert value & (value - 1) == 0

@@ -50,7 +50,7 @@ sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
 import torch  # noqa: E402
 
 from integration.gpu.attention_check import Geometry  # noqa: E402
-from vosti_plugin.attention.config import AttentionLaunchConfig, select_config  # noqa: E402
+from vosti_plugin.attention.config import AttentionLaunchConfig, next_power_of_two, select_config  # noqa: E402
 
 HBM_BYTES_PER_S = 4.3e12
 SPLIT_WORKSPACE_LIMIT = 2 << 30  # vosti_plugin.attention.backend.SPLIT_WORKSPACE_BYTES["cuda"]
@@ -193,12 +193,13 @@ def parse_label(label: str) -> dict:
 def make_config(geometry: Geometry, block_m: int, block_n: int, segment: int, num_warps: int,
                 num_stages: int) -> AttentionLaunchConfig | None:
     """The config with these tiles for this geometry, or None when the kernel cannot take it."""
-    qpk = geometry.queries_per_kv
-    if block_m % qpk or segment % block_n:
+    group = next_power_of_two(geometry.queries_per_kv)
+    if block_m % group or segment % block_n:
         return None
     try:
-        return AttentionLaunchConfig(block_q=block_m // qpk, block_m=block_m, block_n=block_n, segment=segment,
-                                     num_warps=num_warps, num_stages=num_stages)
+        return AttentionLaunchConfig(block_q=block_m // group, block_m=block_m, block_n=block_n, segment=segment,
+                                     num_warps=num_warps, num_stages=num_stages,
+                                     queries_per_kv=geometry.queries_per_kv)
     except ValueError:
         return None
 
@@ -225,12 +226,13 @@ def candidate_configs(geometry: Geometry, dtype: torch.dtype, shipped: Attention
                       limit: int, gpu_constraints: bool, extra: tuple[str, ...] = ()) -> list[AttentionLaunchConfig]:
     """Shipped first, then the `extra` labels this geometry can launch, then one-axis variations around three anchors (shipped, decode-leaning, prefill-leaning)
     taken round-robin, then the rest of the grid in a fixed shuffled order; feasible and distinct only."""
-    small_m = min(m for m in axes.block_m if m >= geometry.queries_per_kv and (not gpu_constraints or m >= 16))
+    group = next_power_of_two(geometry.queries_per_kv)
+    small_m = min(m for m in axes.block_m if m >= group and (not gpu_constraints or m >= 16))
     big_m = max(m for m in axes.block_m if m * geometry.head_dim <= 128 * 128 or m == small_m)
     mid_segment = sorted(axes.segment)[len(axes.segment) // 2]
-    decode_anchor = replace(shipped, block_m=small_m, block_q=small_m // geometry.queries_per_kv,
+    decode_anchor = replace(shipped, block_m=small_m, block_q=small_m // group,
                             segment=mid_segment, block_n=min(shipped.block_n, mid_segment // 2))
-    prefill_anchor = replace(shipped, block_m=big_m, block_q=big_m // geometry.queries_per_kv,
+    prefill_anchor = replace(shipped, block_m=big_m, block_q=big_m // group,
                              num_warps=max(axes.num_warps))
     names = ("segment", "block_m", "num_stages", "block_n", "num_warps")
 

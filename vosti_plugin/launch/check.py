@@ -17,6 +17,7 @@ from vosti_plugin.launch.obligations import Failure, LaunchRefused, evaluate_all
 CERTIFICATE_LOG_PREFIX = "vosti determinism certificate: "
 CERTIFICATE_ENV = "VOSTI_CERTIFICATE"
 _accepted: dict[str, dict] = {}
+_checked: set[str] = set()
 
 
 def plugin_manager(extra_plugins=()) -> pluggy.PluginManager:
@@ -42,8 +43,9 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
     """Refuse (raise LaunchRefused) or write and return the determinism certificate (file and log)."""
     _quiet_interpreter()
     facts = facts_from_vllm_config(vllm_config)
-    key = json.dumps(facts.to_dict(), sort_keys=True, default=str)
-    if pm is None and certificate_path is None and key in _accepted:
+    path = certificate_path or os.environ.get(CERTIFICATE_ENV) or _additional_config_path(vllm_config)
+    key = _check_key(facts, path)
+    if pm is None and key in _accepted:
         return _accepted[key]
     t0 = time.perf_counter()
     pm = pm or plugin_manager()
@@ -55,7 +57,6 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
     cert = build_certificate(facts, vllm_config, seconds=time.perf_counter() - t0)
     for extra in pm.hook.vosti_certificate(facts=facts, certificate=cert):
         cert.update(extra or {})
-    path = certificate_path or os.environ.get(CERTIFICATE_ENV) or _additional_config_path(vllm_config)
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(cert, indent=2, sort_keys=True))
@@ -73,14 +74,23 @@ def check_in_engine_process(vllm_config, where: str) -> None:
         return
     _quiet_interpreter()
     facts = facts_from_vllm_config(vllm_config)
-    key = json.dumps(facts.to_dict(), sort_keys=True, default=str)
-    if key in _accepted:
+    key = _check_key(facts, None)
+    if key in _checked:
         return
     failures = run_check(facts)
     if failures:
         raise LaunchRefused(failures)
-    _accepted[key] = {"checked_in": where}
+    _checked.add(key)
     vosti_logger().info("vosti launch check passed in %s", where)
+
+
+def _check_key(facts: LaunchFacts, certificate_path) -> str:
+    """What a cached verdict depends on: the facts, where the certificate goes, and which third-party
+    rule plugins are installed now (one installed later must still be consulted)."""
+    from importlib.metadata import entry_points
+
+    rules = sorted(f"{ep.name}={ep.value}" for ep in entry_points(group=hookspecs.ENTRY_POINT_GROUP))
+    return json.dumps([facts.to_dict(), str(certificate_path or ""), rules], sort_keys=True, default=str)
 
 
 def _additional_config_path(vllm_config):
