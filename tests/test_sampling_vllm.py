@@ -21,27 +21,9 @@ MAX_TOKENS = 4
 
 
 def _cases():
-    from vllm.sampling_params import StructuredOutputsParams
+    from integration.sampling_cases import cases
 
-    return {
-        "temperature": dict(temperature=0.9),
-        "top_k": dict(temperature=0.9, top_k=5),
-        "top_p": dict(temperature=0.9, top_p=0.7),
-        "top_k_top_p": dict(temperature=1.2, top_k=20, top_p=0.8),
-        "min_p": dict(temperature=0.9, min_p=0.2),
-        "penalties": dict(temperature=0.8, presence_penalty=0.5, frequency_penalty=0.4, repetition_penalty=1.3),
-        "greedy": dict(temperature=0.0),
-        "greedy_repetition_penalty": dict(temperature=0.0, repetition_penalty=1.3),
-        "logit_bias": dict(temperature=0.9, logit_bias={7: 4.0, 11: -3.0, 300: 2.5}),
-        "allowed_token_ids": dict(temperature=0.9, allowed_token_ids=list(range(40, 90))),
-        "bad_words": dict(temperature=0.9, bad_words=["the", " fox"]),
-        "min_tokens_stop_ids": dict(temperature=0.9, min_tokens=3, stop_token_ids=[100, 101, 102, 103]),
-        "stop_string": dict(temperature=0.9, stop=["e"]),
-        "logprobs_8": dict(temperature=0.9, top_k=30, logprobs=8),
-        "prompt_logprobs": dict(temperature=0.9, top_p=0.9, prompt_logprobs=4),
-        "n2": dict(temperature=0.9, n=2),
-        "structured_regex": dict(temperature=0.9, structured_outputs=StructuredOutputsParams(regex="[a-z ]{4,12}")),
-    }
+    return cases()
 
 
 def _prompt(i: int) -> list[int]:
@@ -50,11 +32,9 @@ def _prompt(i: int) -> list[int]:
 
 
 def _params(name: str, i: int):
-    from vllm import SamplingParams
+    from integration.sampling_cases import sampling_params
 
-    kw = dict(_cases()[name])
-    kw.setdefault("logprobs", 3)
-    return SamplingParams(seed=1000 + i, max_tokens=MAX_TOKENS, **kw)
+    return sampling_params(_cases()[name], seed=1000 + i, max_tokens=MAX_TOKENS)
 
 
 def _bits(x: float) -> int:

@@ -14,8 +14,9 @@ and model runner), then
      allowed_token_ids, min_tokens + stop ids, logprobs 20, prompt_logprobs, n = 2);
   3. burst B: the same requests in another order;
 and compares tokens and logprobs bit for bit (per parameter set: requests equal alone vs A, alone vs B).
-Then, in the vosti process, the sampler op cost: vLLM's apply_top_k_top_p and torch.topk against
-vosti's row-wise ops at batch 1, 16, 64 (us per step, CUDA events, median of repeats).
+Then, in the parent process, the sampler op cost (integration/gpu/sampler_step_cost.py `op_cost`):
+vLLM's apply_top_k_top_p and torch.topk against vosti's row-wise ops at batch 1, 16, 64 (us per call,
+median of repeats).
 Writes DIR/sampling_burst.json (+ one JSON per mode) and prints a table; exit 0 iff vosti is bitwise
 equal everywhere.
 """
@@ -36,22 +37,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-CASES = {
-    "temperature": dict(temperature=0.9),
-    "top_k": dict(temperature=0.9, top_k=50),
-    "top_p": dict(temperature=0.9, top_p=0.95),
-    "top_k_top_p": dict(temperature=1.0, top_k=50, top_p=0.9),
-    "min_p": dict(temperature=0.9, min_p=0.05),
-    "penalties": dict(temperature=0.9, presence_penalty=0.5, frequency_penalty=0.5, repetition_penalty=1.2),
-    "greedy": dict(temperature=0.0),
-    "greedy_repetition_penalty": dict(temperature=0.0, repetition_penalty=1.3),
-    "logit_bias": dict(temperature=0.9, logit_bias={11: 3.0, 12: -2.0, 300: 4.0}),
-    "allowed_token_ids": dict(temperature=0.9, allowed_token_ids=list(range(100, 400))),
-    "min_tokens_stop_ids": dict(temperature=0.9, min_tokens=4, stop_token_ids=[5, 6, 7, 8]),
-    "logprobs_20": dict(temperature=0.9, top_k=50, logprobs=20),
-    "prompt_logprobs": dict(temperature=0.9, top_p=0.95, prompt_logprobs=5),
-    "n2": dict(temperature=0.9, n=2),
-}
+from integration.sampling_cases import cases, sampling_params  # noqa: E402
+
+CASES = cases(tokenizer=False)   # the engine has no tokenizer (skip_tokenizer_init)
 MODES = ("vosti", "default")
 
 
@@ -113,11 +101,8 @@ def _engine(mode: str, smoke: bool, model: str, layers: int, out: Path):
 
 
 def _generate(llm, reqs: list[dict], tokens: int) -> dict:
-    from vllm import SamplingParams
-
     prompts = [{"prompt_token_ids": r["prompt"]} for r in reqs]
-    params = [SamplingParams(seed=r["seed"], max_tokens=tokens, ignore_eos=r["case"] != "min_tokens_stop_ids",
-                             **{"logprobs": 5, **CASES[r["case"]]}) for r in reqs]
+    params = [sampling_params(CASES[r["case"]], seed=r["seed"], max_tokens=tokens, ignore_eos=True) for r in reqs]
     outs = llm.generate(prompts, params, use_tqdm=False)
     return {r["id"]: _view(o) for r, o in zip(reqs, outs)}
 
@@ -155,73 +140,12 @@ def run_mode(mode: str, args) -> dict:
             burst = _generate(llm, order, args.tokens)
             res[f"{label}_s"] = time.perf_counter() - t
             res[label] = _compare(alone, burst)
-        if mode == "vosti":
-            res["sampler_cost_us"] = sampler_cost(facts["vocab"], smoke=args.smoke)
         res["status"] = "ok"
     except Exception as exc:  # noqa: BLE001 - recorded for the report; the control may crash on CPU
         res.update(status="error", reason=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-4000:])
     res["total_s"] = time.perf_counter() - t0
     (out / f"sampling_burst_{mode}.json").write_text(json.dumps(res, indent=1))
     return res
-
-
-# ---------------------------------------------------------------- sampler step cost
-
-
-def _time_us(fn, device: str, reps: int) -> float:
-    import torch
-
-    times = []
-    for _ in range(reps):
-        if device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end) * 1000.0)
-        else:
-            t = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t) * 1e6)
-    return sorted(times)[len(times) // 2]
-
-
-def sampler_cost(vocab: int, smoke: bool) -> dict:
-    """us per sampler step: top-k/top-p masking (stock vLLM vs vosti) for all rows top_k 50 / top_p 0.95
-    / both, and the logprob top-20 (torch.topk vs vosti's tie-free top-n), then the Gumbel draw (the
-    same per-request generators for both)."""
-    import torch
-    from vllm.v1.sample.ops import topk_topp_sampler as stock
-
-    from vosti_plugin.sampling import vllm_patches as vosti_install
-    from vosti_plugin.sampling import rowwise
-
-    stock_apply = next((s for o, n, _, s in vosti_install._state.patches
-                        if n == "apply_top_k_top_p" and o is stock), stock.apply_top_k_top_p)
-    device = "cpu" if smoke else "cuda"
-    reps = 5 if smoke else 50
-    g = torch.Generator(device=device).manual_seed(3)
-    table = {}
-    for batch in (1, 16, 64):
-        logits = (torch.randn(batch, vocab, device=device, generator=g) * 2).to(torch.bfloat16).float()
-        k = torch.full((batch,), 50, dtype=torch.int32, device=device)
-        p = torch.full((batch,), 0.95, device=device)
-        gens = {i: torch.Generator(device=device).manual_seed(i) for i in range(batch)}
-        row = {}
-        for label, kk, pp in (("top_k", k, None), ("top_p", None, p), ("top_k_top_p", k, p)):
-            for impl, fn in (("stock", stock_apply), ("vosti", rowwise.apply_top_k_top_p)):
-                fn(logits.clone(), kk, pp)   # warm-up (Triton compile)
-                row[f"{label}:{impl}"] = _time_us(lambda fn=fn, kk=kk, pp=pp: fn(logits.clone(), kk, pp), device, reps)
-        row["clone_only"] = _time_us(lambda: logits.clone(), device, reps)
-        row["topk20:stock"] = _time_us(lambda: torch.topk(logits, 20, dim=-1), device, reps)
-        rowwise.tie_free_topk(logits, 20)
-        row["topk20:vosti"] = _time_us(lambda: rowwise.tie_free_topk(logits, 20), device, reps)
-        probs = torch.softmax(logits, dim=-1)
-        row["draw(seeded)"] = _time_us(lambda: stock.random_sample(probs.clone(), gens), device, reps)
-        table[batch] = row
-        print(f"  sampler cost batch {batch}: " + ", ".join(f"{n} {v:.0f}" for n, v in row.items()), flush=True)
-    return table
 
 
 # ---------------------------------------------------------------- parent
@@ -289,6 +213,11 @@ def main() -> int:
         path = Path(args.out) / f"sampling_burst_{mode}.json"
         if mode not in results and path.exists():
             results[mode] = json.loads(path.read_text())
+    vosti = results.get("vosti", {})
+    if vosti.get("status") == "ok" and "sampler_cost_us" not in vosti:   # stock vLLM in this process: not installed
+        from integration.gpu.sampler_step_cost import op_cost
+
+        vosti["sampler_cost_us"] = op_cost(vosti["vocab"], "cpu" if args.smoke else "cuda", 5 if args.smoke else 50)
     ok = _summary(results)
     (Path(args.out) / "sampling_burst.json").write_text(json.dumps(results, indent=1))
     print(f"\nVOSTI SAMPLING: {'PASS' if ok else 'FAIL'}")

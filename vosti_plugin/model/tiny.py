@@ -79,19 +79,23 @@ def _train_tokenizer(out: Path) -> None:
         {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>"}, indent=2))
 
 
-def random_llama_weights(geometry: dict, seed: int) -> dict:
+def random_llama_weights(geometry: dict, seed: int, device: str = "cpu") -> dict:
+    """fp32 Llama weights in HF checkpoint names (another device draws other numbers, same law)."""
     import torch
 
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device=device).manual_seed(seed)
     h, inter, v = geometry["hidden_size"], geometry["intermediate_size"], geometry["vocab_size"]
     nh, nkv = geometry["num_attention_heads"], geometry["num_key_value_heads"]
     hd = geometry.get("head_dim", h // nh)
 
     def mat(out_f, in_f):
-        return torch.randn(out_f, in_f, generator=g) / in_f**0.5
+        return torch.randn(out_f, in_f, generator=g, device=device) / in_f**0.5
 
-    w = {"model.embed_tokens.weight": torch.randn(v, h, generator=g),
-         "model.norm.weight": torch.ones(h),
+    def ones(n):
+        return torch.ones(n, device=device)
+
+    w = {"model.embed_tokens.weight": torch.randn(v, h, generator=g, device=device),
+         "model.norm.weight": ones(h),
          "lm_head.weight": mat(v, h)}
     for i in range(geometry["num_hidden_layers"]):
         p = f"model.layers.{i}."
@@ -102,8 +106,8 @@ def random_llama_weights(geometry: dict, seed: int) -> dict:
         w[p + "mlp.gate_proj.weight"] = mat(inter, h)
         w[p + "mlp.up_proj.weight"] = mat(inter, h)
         w[p + "mlp.down_proj.weight"] = mat(h, inter)
-        w[p + "input_layernorm.weight"] = torch.ones(h)
-        w[p + "post_attention_layernorm.weight"] = torch.ones(h)
+        w[p + "input_layernorm.weight"] = ones(h)
+        w[p + "post_attention_layernorm.weight"] = ones(h)
     return {k: t.contiguous() for k, t in w.items()}
 
 
