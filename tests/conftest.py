@@ -47,6 +47,22 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+def pytest_runtest_logreport(report):
+    """VOSTI_TEST_TIMES=PATH appends `seconds phase nodeid` per test phase as it ends (to find slow tests
+    while a long run is still going)."""
+    path = os.environ.get("VOSTI_TEST_TIMES")
+    if path and report.duration > 0.5:
+        with open(path, "a") as fh:
+            fh.write(f"{report.duration:.1f} {report.when} {report.nodeid}\n")
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject addopts): one worker per core, at most 4 (each worker starts its own vLLM
+    engines, about 3 GiB each); whole files per worker (`--dist loadfile`) so module fixtures are shared."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, 4))
+
+
 def pytest_collection_modifyitems(config, items):
     if _HAS_GPU:
         return

@@ -6,7 +6,8 @@
 # Gemma sharing the GPU), bench-llama, agentic, bench-gemma, profile, dense-sweep, tall-sweep, attention-sweep
 # (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need),
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
-# harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench.
+# harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
+# harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -70,6 +71,14 @@ for step in $STEPS; do
       timeout 900 python3 -m integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-base" > "$R/harness-base.log" 2>&1
       log "harness-base rc=$?" ;;
+    harness-tall-quick)   # the tall GEMM path under the four classes, stock default as the control
+      timeout 900 python3 -m integration.harness --scale gpu-quick --modes vosti-tall,default --per-gpu 4 \
+        --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-tall-quick" \
+        > "$R/harness-tall-quick.log" 2>&1; log "harness-tall-quick rc=$?" ;;
+    bench-tall)   # prefill/decode: tall path vs default path vs stock default vs BI, one process each
+      env OUT="$R/bench-tall" MODEL=llama31-8b BENCH_MODES="vosti-tall vosti default bi" CONTEXTS=1024,8192 BATCHES=4 \
+        DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-tall.log" 2>&1
+      log "bench-tall done" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
         MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;

@@ -62,6 +62,7 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
         Path(path).write_text(json.dumps(cert, indent=2, sort_keys=True))
     vosti_logger().info("%s%s", CERTIFICATE_LOG_PREFIX, json.dumps(cert, sort_keys=True))
     _accepted[key] = cert
+    _checked.add(_check_key(facts, None))
     return cert
 
 

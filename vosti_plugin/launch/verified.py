@@ -50,24 +50,40 @@ class UnprovedLaunch:
         return f"{self.kernel} {self.config}"
 
 
-def unproved_launches(f: LaunchFacts) -> list[UnprovedLaunch]:
-    """Kernel configs this launch uses that the verifier did not prove (empty when all are proved)."""
-    from verifier.api import cached_results, catalog_entries, proved_configs
+_proof_views: dict[str, tuple[frozenset, frozenset]] = {}   # by proof-cache dir and kernel sources
 
+
+def _proof_view() -> tuple[frozenset, frozenset]:
+    """(proved, catalog) as sets of (family, sorted config items), computed once per process and kernel
+    sources: building them walks the whole catalog (seconds), and every engine start asks."""
+    from verifier.api import _fingerprint, cached_results, catalog_entries, default_cache_dir, proved_configs
+
+    fp = f"{default_cache_dir()}|{_fingerprint(None) or ''}"
+    if fp in _proof_views:
+        return _proof_views[fp]
     if cached_results() is None:
         from vosti_plugin.launch.log import vosti_logger
 
         vosti_logger().warning(
             "vosti: no proofs cached for these kernel sources; verifying the kernel catalog once "
             "(%s; `vosti verify` does it ahead of time)", COLD_VERIFY_COST)
-    proved = proved_configs(run=True)
-    catalog = {(e["family"], tuple(sorted(fam.items()))) for e in catalog_entries() for _cfg, fam in e["configs"]}
+    proved = frozenset(proved_configs(run=True))
+    catalog = frozenset((e["family"], tuple(sorted(fam.items()))) for e in catalog_entries() for _cfg, fam in e["configs"])
+    if cached_results() is not None:   # only a complete, stored verification is reused
+        _proof_views[fp] = (proved, catalog)
+    return proved, catalog
+
+
+def unproved_launches(f: LaunchFacts) -> list[UnprovedLaunch]:
+    """Kernel configs this launch uses that the verifier did not prove (empty when all are proved)."""
+    proved, catalog = _proof_view()
     missing = []
     for kernel, cfg in kernel_configs_for(f).items():
         family = kernel.split("/")[0]
         key = {k: v for k, v in cfg.items() if k not in ("N", "K")}
-        if not any(family == fam and key == dict(c) for fam, c in proved):
-            missing.append(UnprovedLaunch(kernel, key, (family, tuple(sorted(key.items()))) in catalog))
+        item = (family, tuple(sorted(key.items())))
+        if item not in proved:
+            missing.append(UnprovedLaunch(kernel, key, item in catalog))
     return missing
 
 
