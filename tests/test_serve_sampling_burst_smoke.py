@@ -1,5 +1,6 @@
 """integration/gpu/serve_sampling_burst.py --cpu-smoke: real `vllm serve` processes on CPU (the bundled
-tiny model, fp32, budget 64 so long prompts are prefilled in chunks), vosti and stock vLLM, one seeded
+tiny model, fp32, budget 32 so long prompts are prefilled in chunks), vosti (and stock vLLM with
+VOSTI_SERVE_SMOKE_MODES=vosti,default), one seeded
 request per HTTP sampling case in two shuffled bursts and alone. The vosti column must be all equal, a
 refused parameter must come back as HTTP 400 naming it, and the comparison must flag a one-ulp change
 of one returned logprob (so an equal column is evidence, not a comparison that cannot fail)."""
@@ -20,8 +21,9 @@ pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
 SCRIPT = Path(__file__).resolve().parents[1] / "integration" / "gpu" / "serve_sampling_burst.py"
-# The stock control costs a second server start (~30 s here); VOSTI_SERVE_SMOKE_MODES=vosti drops it.
-MODES = os.environ.get("VOSTI_SERVE_SMOKE_MODES", "vosti,default")
+# One vosti server start is ~2-4 min on 2 shared cores; the stock control (a second server, run by the
+# script's own default and on the H200) joins with VOSTI_SERVE_SMOKE_MODES=vosti,default.
+MODES = os.environ.get("VOSTI_SERVE_SMOKE_MODES", "vosti")
 
 
 def _script():
@@ -35,7 +37,7 @@ def _script():
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("serve-sampling-burst")
     proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--cpu-smoke", "--modes", MODES],
-                          capture_output=True, text=True, timeout=420)
+                          capture_output=True, text=True, timeout=900)
     summary_path = out / "serve_sampling_burst.json"
     assert summary_path.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, out, json.loads(summary_path.read_text())

@@ -6,7 +6,7 @@
 
 For each mode (vosti = `--attention-backend vosti`, then stock vLLM "default" as the control) one server
 (`--logprobs-mode raw_logits`, prefix caching on, `--skip-tokenizer-init`, a 2048-token budget so long
-prompts are prefilled in chunks; CPU: 64) gets the same seeded requests of mixed parameters
+prompts are prefilled in chunks; CPU: 32, eager) gets the same seeded requests of mixed parameters
 (integration/sampling_cases.py: temperature, top_k, top_p, min_p, penalties, logit_bias, allowed ids,
 min_tokens + stop ids, greedy rows, logprobs 20, prompt_logprobs, n = 2), token-id prompts, logprobs on:
   1. burst 1: all requests at once (cold prefix cache);
@@ -52,6 +52,7 @@ from integration.summary_json import dumps  # noqa: E402
 CASES = cases(tokenizer=False)   # served with --skip-tokenizer-init: the GPU geometries have no tokenizer
 MODES = ("vosti", "default")
 WEIGHT_SEED = 20261201
+CPU_BUDGET = 32   # tokens per step on CPU (every vosti kernel runs through Triton's interpreter there)
 # Probed after the bursts: refused by vosti per request (vosti_plugin/sampling/refusals.py).
 REFUSAL_PROBE = {"logprob_token_ids": [5, 9]}
 
@@ -109,7 +110,7 @@ def plan(per_case: int, vocab: int, cpu_smoke: bool) -> list[dict]:
     for name in CASES:
         for j in range(per_case):
             if cpu_smoke:
-                length = rng.randrange(8, 100)                  # budget 64: some prefilled in chunks
+                length = rng.randrange(4, 48)          # budget 32: some prefilled in chunks
             else:
                 length = rng.randrange(32, 300 if name == "prompt_logprobs" else 3000)
             reqs.append({"id": f"{name}/{j}", "case": name, "seed": 1000 + len(reqs),
@@ -183,9 +184,11 @@ def server(model: Path, mode: str, log_path: Path, *, cpu_smoke: bool, startup_t
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     port = free_port()
-    cmd = serve_command(str(model), port, mode, 32 if cpu_smoke else None, 512 if cpu_smoke else 4096,
-                        64 if cpu_smoke else 2048) + ["--skip-tokenizer-init", "--max-logprobs", "20"]
-    if not cpu_smoke:
+    cmd = serve_command(str(model), port, mode, 32 if cpu_smoke else None, 128 if cpu_smoke else 4096,
+                        CPU_BUDGET if cpu_smoke else 2048) + ["--skip-tokenizer-init", "--max-logprobs", "20"]
+    if cpu_smoke:   # at most the token budget (the last flag wins); no torch.compile on 2 cores
+        cmd += ["--max-num-seqs", str(CPU_BUDGET), "--enforce-eager"]
+    else:
         cmd += ["--gpu-memory-utilization", os.environ.get("VOSTI_BURST_GPU_MEM", "0.8")]
     base = f"http://127.0.0.1:{port}"
     t0 = time.perf_counter()
@@ -308,14 +311,14 @@ def main(out: Path = typer.Option(..., help="results folder"),
          model: str = typer.Option("llama31-8b", help="harness geometry (Llama architecture)"),
          layers: int = typer.Option(8, help="decoder layers of the geometry (0: all)"),
          per_case: Optional[int] = typer.Option(None, help="requests per parameter set (GPU 5 -> 70; smoke 1)"),
-         tokens: Optional[int] = typer.Option(None, help="tokens per request (GPU 48; smoke 3)"),
+         tokens: Optional[int] = typer.Option(None, help="tokens per request (GPU 48; smoke 2)"),
          modes: str = typer.Option(",".join(MODES), help="comma-separated, vosti first"),
          models_dir: Path = typer.Option(Path("/tmp/vosti-serve-models"), help="generated checkpoints (not under --out)"),
          request_timeout: float = typer.Option(600.0),
          startup_timeout: float = typer.Option(900.0)) -> None:
     out.mkdir(parents=True, exist_ok=True)
     per_case = per_case or (1 if cpu_smoke else 5)
-    tokens = tokens or (3 if cpu_smoke else 48)
+    tokens = tokens or (2 if cpu_smoke else 48)
     if cpu_smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")
         path, facts = tiny_model()
