@@ -2,6 +2,7 @@
 
     python3 integration/gpu/serve_sampling_burst.py --out DIR                 # H200: Llama-3.1-8B geometry, 8 layers
         [--model llama31-8b] [--layers 8] [--per-case 5] [--tokens 48] [--modes vosti,default]
+        (modes run by separate calls into the same DIR join one table)
     python3 integration/gpu/serve_sampling_burst.py --out DIR --cpu-smoke     # CPU: the bundled tiny model, fp32
 
 For each mode (vosti = `--attention-backend vosti`, then stock vLLM "default" as the control) one server
@@ -206,6 +207,19 @@ def server(model: Path, mode: str, log_path: Path, *, cpu_smoke: bool, startup_t
             yield base, time.perf_counter() - t0
         finally:
             _stop(proc)
+            _wait_group_gone(proc.pid)
+
+
+def _wait_group_gone(pgid: int, timeout: float = 60) -> None:
+    """The engine core is a child in the server's process group: wait until it has exited too, so the
+    next server finds its GPU memory free."""
+    end = time.perf_counter() + timeout
+    while time.perf_counter() < end:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.5)
 
 
 def _burst(url: str, bodies: list[dict], timeout: float) -> list[dict]:
@@ -333,6 +347,12 @@ def main(out: Path = typer.Option(..., help="results folder"),
                        startup_timeout=startup_timeout)
         summary["modes"][mode] = res
         console.print(f"   {res['status']} in {res['total_s']} s {res.get('reason', '')}")
+    earlier = out / "serve_sampling_burst.json"
+    if earlier.exists():   # a mode run by an earlier call into the same --out joins the table
+        before = json.loads(earlier.read_text())
+        if before.get("cpu_smoke") == cpu_smoke and before.get("model") == facts["model"]:
+            for mode, res in before.get("modes", {}).items():
+                summary["modes"].setdefault(mode, res)
     results = summary["modes"]
     console.print(table(results))
     for mode, res in results.items():
