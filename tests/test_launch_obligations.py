@@ -71,11 +71,22 @@ def test_third_party_rule_can_veto():
 
 
 def test_launch_without_cached_proofs_verifies_the_catalog_once(tmp_path, monkeypatch):
-    from verifier.api import cached_results
+    """No stored catalog result for these sources: the launch runs verify_catalog and stores one. The
+    per-proof cache is carried over (the Z3 work itself is `vosti verify`'s, tested elsewhere), so this
+    checks the launch-time path without a second cold proof of the whole catalog."""
+    import shutil
+
+    from verifier.api import cached_results, default_cache_dir
 
     from vosti_plugin.launch.verified import unverified_configs
 
+    stored = default_cache_dir()
     monkeypatch.setenv("VOSTI_CACHE_DIR", str(tmp_path))
+    cache = default_cache_dir()
+    cache.mkdir(parents=True)
+    for proof in stored.glob("*.json"):
+        if not proof.name.startswith("catalog-"):
+            shutil.copy(proof, cache / proof.name)
     assert cached_results() is None
     assert unverified_configs(GOOD) == []
     assert cached_results() is not None, "the launch-time verification was not cached"
