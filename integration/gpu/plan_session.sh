@@ -7,7 +7,8 @@
 # (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need),
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
-# harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4).
+# harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
+# launch-guard (#19), sampler-cost and serve-sampling (#17).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -79,6 +80,15 @@ for step in $STEPS; do
       env OUT="$R/bench-tall" MODEL=llama31-8b BENCH_MODES="vosti-tall vosti default bi" CONTEXTS=1024,8192 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-tall.log" 2>&1
       log "bench-tall done" ;;
+    launch-guard)   # the runtime launch guard's cost per decode step (#19)
+      timeout 300 python3 integration/gpu/launch_guard_cost.py --out "$R/launch_guard" > "$R/launch_guard.log" 2>&1
+      log "launch-guard rc=$?" ;;
+    sampler-cost)   # sampler step, vosti vs stock, batch 1/16/64 (#17)
+      timeout 300 python3 integration/gpu/sampler_step_cost.py --out "$R/sampler-cost" > "$R/sampler-cost.log" 2>&1
+      log "sampler-cost rc=$?" ;;
+    serve-sampling)   # vllm serve: 64+ concurrent seeded mixed requests, two bursts vs alone, vosti then stock (#17)
+      timeout 590 python3 integration/gpu/serve_sampling_burst.py --out "$R/serve-sampling" \
+        > "$R/serve-sampling.log" 2>&1; log "serve-sampling rc=$?" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
         MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;
