@@ -9,7 +9,8 @@ module's launch check passed), built once from the cached catalog verification; 
 UnprovedLaunch naming the kernel and config, before anything runs. No Z3 at run time.
 
 Armed by the launch check when it accepts a vosti launch (every process that runs vosti's kernels passes
-one), or by VOSTI_LAUNCH_GUARD=1; VOSTI_LAUNCH_GUARD=0 turns it off. Unarmed (a kernel called directly,
+one) if ON_BY_DEFAULT, VOSTI_AUDIT=1 or VOSTI_LAUNCH_GUARD=1; VOSTI_LAUNCH_GUARD=1 also arms a process at
+import; VOSTI_LAUNCH_GUARD=0 turns it off. Unarmed (a kernel called directly,
 outside a served engine), `check` returns at once.
 """
 from __future__ import annotations
@@ -79,9 +80,9 @@ def arm(results=None) -> None:
     _armed = True
 
 
-# Measured cost of the guard per decode step (integration/gpu/launch_guard_cost.py); below 1 % of the step
-# time it is on for every served engine, otherwise only with VOSTI_AUDIT=1.
-ON_BY_DEFAULT = True
+# On for every served engine once integration/gpu/launch_guard_cost.py shows it costs < 1 % of a decode step
+# on the H200; until then only with VOSTI_AUDIT=1 or VOSTI_LAUNCH_GUARD=1.
+ON_BY_DEFAULT = False
 
 
 def arm_for_serving() -> None:
