@@ -26,21 +26,25 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-FIRST_PARTY = ("verifier", "vosti_plugin")
+# first-party packages: the verifier's own and those of the roots a digest starts from (the kernel modules')
 
 
 @lru_cache(maxsize=None)
 def _package_dir(top: str) -> Path | None:
     if top == "verifier":
         return Path(__file__).resolve().parent
-    spec = importlib.util.find_spec(top)  # imports only the top package's __init__ (plain data for vosti_plugin)
-    return Path(spec.origin).parent if spec is not None and spec.origin else None
+    try:
+        spec = importlib.util.find_spec(top)  # imports nothing: `top` is a top-level name
+    except (ImportError, ValueError):
+        return None
+    return Path(spec.origin).parent if spec is not None and spec.origin and spec.origin.endswith("__init__.py") \
+        else None
 
 
 def module_file(name: str) -> Path | None:
-    """The source file of first-party module `name` (a package's __init__.py), or None."""
+    """The source file of module `name` (a package's __init__.py) when it is Python source, or None."""
     top, *rest = name.split(".")
-    base = _package_dir(top) if top in FIRST_PARTY else None
+    base = _package_dir(top)
     if base is None:
         return None
     p = base.joinpath(*rest)
@@ -50,7 +54,7 @@ def module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(name: str, tree: ast.AST, is_package: bool) -> set[str]:
+def _imports(name: str, tree: ast.AST, is_package: bool, parties: frozenset) -> set[str]:
     out: set[str] = set()
     pkg = name if is_package else name.rpartition(".")[0]
     # a package's __init__ runs only its top-level code when a submodule is imported; a module's functions
@@ -70,7 +74,7 @@ def _imports(name: str, tree: ast.AST, is_package: bool) -> set[str]:
             out.update(f"{mod}.{a.name}" for a in node.names)  # `from pkg import submodule`
     found = set()
     for m in out:
-        if m.split(".")[0] in FIRST_PARTY:
+        if m.split(".")[0] in parties:
             parts = m.split(".")  # importing a.b.c runs a/__init__ and a/b/__init__ too
             found.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
     return found
@@ -80,6 +84,7 @@ def closure(roots: tuple[str, ...]) -> dict[str, Path]:
     """Every first-party module reachable from `roots` through import statements -> its file."""
     seen: dict[str, Path] = {}
     todo = list(roots)
+    parties = frozenset({"verifier"} | {r.split(".")[0] for r in roots})
     while todo:
         name = todo.pop()
         if name in seen:
@@ -88,7 +93,7 @@ def closure(roots: tuple[str, ...]) -> dict[str, Path]:
         if path is None:
             continue
         seen[name] = path
-        todo += sorted(set(_facts(name, path)["imports"]) - set(seen))
+        todo += sorted(set(_facts(name, path, parties)["imports"]) - set(seen))
     _save_memo()
     return seen
 
@@ -104,7 +109,7 @@ def _memo_path() -> Path:
     return (Path(env) if env else Path.home() / ".cache" / "vosti") / "verifier" / "fingerprint-memo.json"
 
 
-def _facts(name: str, path: Path) -> dict:
+def _facts(name: str, path: Path, parties: frozenset = frozenset({"verifier"})) -> dict:
     global _MEMO, _MEMO_DIRTY
     if _MEMO is None:
         try:
@@ -112,11 +117,11 @@ def _facts(name: str, path: Path) -> dict:
         except (OSError, ValueError):
             _MEMO = {}
     raw = path.read_bytes()
-    key = hashlib.sha256(f"{_RULES}|{toolchain()}|{name}|".encode() + raw).hexdigest()
+    key = hashlib.sha256(f"{_RULES}|{toolchain()}|{name}|{sorted(parties)}|".encode() + raw).hexdigest()
     facts = _MEMO.get(key)
     if facts is None:
         tree = ast.parse(raw, str(path))
-        facts = {"imports": sorted(_imports(name, tree, path.name == "__init__.py")),
+        facts = {"imports": sorted(_imports(name, tree, path.name == "__init__.py", parties)),
                  "digest": _digest_of(name, tree, raw)}
         _MEMO[key] = facts
         _MEMO_DIRTY = True
