@@ -9,8 +9,8 @@ module's launch check passed), built once from the cached catalog verification; 
 UnprovedLaunch naming the kernel and config, before anything runs. No Z3 at run time.
 
 Armed by the launch check when it accepts a vosti launch (every process that runs vosti's kernels passes
-one) if ON_BY_DEFAULT, VOSTI_AUDIT=1 or VOSTI_LAUNCH_GUARD=1; VOSTI_LAUNCH_GUARD=1 also arms a process at
-import; VOSTI_LAUNCH_GUARD=0 turns it off. Unarmed (a kernel called directly,
+one) if ON_BY_DEFAULT or VOSTI_LAUNCH_GUARD=1; VOSTI_LAUNCH_GUARD=1 also arms a process at import;
+VOSTI_LAUNCH_GUARD=0 turns it off. Unarmed (a kernel called directly,
 outside a served engine), `check` returns at once.
 """
 from __future__ import annotations
@@ -81,7 +81,7 @@ def arm(results=None) -> None:
 
 
 # On for every served engine once integration/gpu/launch_guard_cost.py shows it costs < 1 % of a decode step
-# on the H200; until then only with VOSTI_AUDIT=1 or VOSTI_LAUNCH_GUARD=1.
+# on the H200; until then only with VOSTI_LAUNCH_GUARD=1.
 ON_BY_DEFAULT = False
 
 
@@ -89,7 +89,10 @@ def arm_for_serving() -> None:
     """Called by the launch check once it accepted a vosti launch in this process."""
     if os.environ.get(ENV, "") == "0" or _armed:
         return
-    if ON_BY_DEFAULT or os.environ.get(ENV, "") == "1" or os.environ.get("VOSTI_AUDIT", "") == "1":
+    # VOSTI_AUDIT=1 is not a trigger yet: tests/conftest.py sets it for the whole suite, and an armed guard
+    # outlives the engine in its process (in-process engines), refusing later tests' non-catalog configs;
+    # it becomes one together with a conftest fixture that disarms the guard after each test.
+    if ON_BY_DEFAULT or os.environ.get(ENV, "") == "1":
         arm()
 
 
