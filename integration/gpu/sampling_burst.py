@@ -194,11 +194,10 @@ def sampler_cost(vocab: int, smoke: bool) -> dict:
     import torch
     from vllm.v1.sample.ops import topk_topp_sampler as stock
 
-    from vosti_plugin.sampling import vllm_patches as vosti_install
     from vosti_plugin.sampling import rowwise
+    from vosti_plugin.vllm import patches
 
-    stock_apply = next((s for o, n, _, s in vosti_install._state.patches
-                        if n == "apply_top_k_top_p" and o is stock), stock.apply_top_k_top_p)
+    stock_apply = patches.original(stock, "apply_top_k_top_p")
     device = "cpu" if smoke else "cuda"
     reps = 5 if smoke else 50
     g = torch.Generator(device=device).manual_seed(3)

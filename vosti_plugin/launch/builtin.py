@@ -155,12 +155,12 @@ def _single_device(f: LaunchFacts):
 
 
 def _scheduler(f: LaunchFacts):
-    from vllm.utils.import_utils import resolve_obj_by_qualname
+    from vosti_plugin.vllm.launch_facts import resolve_qualname
 
     from vosti_plugin.scheduler import VostiScheduler
 
     try:
-        cls = resolve_obj_by_qualname(f.scheduler_cls) if f.scheduler_cls else None
+        cls = resolve_qualname(f.scheduler_cls) if f.scheduler_cls else None
     except Exception as exc:
         return Refusal(f"scheduler {f.scheduler_cls!r} cannot be imported: {exc}",
                        fixed={"scheduler_cls": VOSTI_SCHEDULER})
@@ -175,12 +175,12 @@ def _async_scheduler(f: LaunchFacts):
     async scheduler holds back the pages those placeholder tokens fill until the tokens are known."""
     if not f.async_scheduling:
         return None
-    from vllm.utils.import_utils import resolve_obj_by_qualname
+    from vosti_plugin.vllm.launch_facts import resolve_qualname
 
     from vosti_plugin.scheduler import VostiAsyncScheduler, VostiScheduler
 
     try:
-        cls = resolve_obj_by_qualname(f.scheduler_cls) if f.scheduler_cls else None
+        cls = resolve_qualname(f.scheduler_cls) if f.scheduler_cls else None
     except Exception:
         return None                      # reported by vosti-scheduler
     # VostiScheduler itself constructs a VostiAsyncScheduler under async scheduling; its subclasses do not.

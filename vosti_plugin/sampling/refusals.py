@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from vosti_plugin import compat
+from vosti_plugin.vllm import compat
 
 REFUSE_UNSEEDED_ENV = "VOSTI_REFUSE_UNSEEDED"
 _GREEDY_EPS = 1e-5   # vLLM's _SAMPLING_EPS: below it a request is sampled greedily
@@ -82,9 +82,7 @@ class SamplingRefused(compat.validation_error_base(), ValueError):
 
 def check(params) -> None:
     """Raise SamplingRefused for the first refused parameter of a SamplingParams (others pass)."""
-    from vllm.sampling_params import SamplingParams
-
-    if not isinstance(params, SamplingParams):
+    if not isinstance(params, compat.sampling_params_class()):
         return
     found = refusals(params)
     if found:
