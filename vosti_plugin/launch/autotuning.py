@@ -33,13 +33,13 @@ def _autotuners(obj):
         seen += 1
 
 
-def autotuned_kernels(module_names=KERNEL_MODULES) -> list[str]:
-    """'module.kernel' for every kernel in `module_names` that autotunes at run time."""
+def autotuned_kernels(module_names=None) -> list[str]:
+    """'module.kernel' for every kernel in `module_names` (default KERNEL_MODULES) that autotunes at run time."""
     from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
     ensure_interpreter_without_gpu()   # before any kernel module is imported
     found = []
-    for name in module_names:
+    for name in KERNEL_MODULES if module_names is None else module_names:
         module = importlib.import_module(name)
         for attr, obj in vars(module).items():
             if any(_tunes_at_run_time(a) for a in _autotuners(obj)):
