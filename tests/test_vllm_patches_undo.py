@@ -29,8 +29,11 @@ def _snapshot() -> dict:
 
 
 def _vosti_made(obj) -> bool:
-    module = getattr(obj, "__module__", None) or getattr(getattr(obj, "__func__", None), "__module__", "")
-    return type(obj).__name__ == "_TorchWithTieFreeTopk" or str(module).startswith("vosti_plugin")
+    """Code defined in vosti_plugin (functools.wraps copies the stock __module__, so ask the code object)."""
+    if type(obj).__module__.startswith("vosti_plugin"):
+        return True
+    code = getattr(getattr(obj, "__func__", obj), "__code__", None)
+    return code is not None and "/vosti_plugin/" in code.co_filename
 
 
 def _greedy(llm, params_cls):

@@ -55,6 +55,14 @@ def engine_args_apply_vosti(stock):
 def install() -> None:
     from vosti_plugin.vllm import patches
 
-    patches.apply("plugin")
+    try:
+        patches.apply("plugin")
+    except Exception as exc:
+        unsupported = compat.unsupported_message(compat.vllm_version())
+        if unsupported is None:
+            raise
+        # Stock vLLM must keep working for everyone who has vosti installed but does not select it.
+        selection.logger.warning("%s; vosti is not loaded (%s: %s)", unsupported, type(exc).__name__, exc)
+        return
     if os.environ.get(selection.ACTIVE_ENV) == "1":
         selection.install_runtime()
