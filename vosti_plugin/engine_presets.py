@@ -47,6 +47,6 @@ def llm_kwargs(model: str, *, vosti: bool = True, **overrides) -> dict:
 
 def build_llm(model: str, *, vosti: bool = True, **overrides):
     prepare_environment()
-    from vllm import LLM
+    from vosti_plugin.vllm import engine
 
-    return LLM(**llm_kwargs(model, vosti=vosti, **overrides))
+    return engine.llm(**llm_kwargs(model, vosti=vosti, **overrides))
