@@ -4,6 +4,7 @@ Rows are bitwise batch-invariant and agree with an fp64 reference; through real 
 bitwise equal alone vs batched and match an independent transformers forward."""
 import gc
 import json
+import os
 
 import pytest
 import torch
@@ -40,8 +41,11 @@ def test_catalog_config_for_any_ratio_pads_the_group(queries_per_kv):
     assert config.group == next_power_of_two(queries_per_kv) and config.block_m == config.block_q * config.group
 
 
-# (queries per KV head, head dim): the ratios and head dims the issue names, two engines each covering two
-GEOMETRIES = [(3, 80), (5, 96), (6, 32), (7, 64)]
+# (queries per KV head, head dim) served by real vLLM. Each engine runs through the interpreter for minutes on
+# 2 cores, so the default run serves two: a padded group with a padded head dim (3, 80) and a padded group
+# with a native one (6, 32); VOSTI_TEST_GEOMETRIES=all adds (5, 96) and (7, 64). The kernel tests above
+# cover every ratio and head dim on both attention paths.
+GEOMETRIES = [(3, 80), (6, 32)] + ([(5, 96), (7, 64)] if os.environ.get("VOSTI_TEST_GEOMETRIES") == "all" else [])
 PROMPTS = [[5, 77, 301, 42, 9, 123, 260, 11, 400, 17, 99, 3, 250, 71, 18, 200, 33, 64, 128, 7],
            [8, 8, 19, 300], [120, 121, 122, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
                              24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37]]
