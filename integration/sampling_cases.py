@@ -30,7 +30,7 @@ CASES: tuple[Case, ...] = (
     Case("greedy_repetition_penalty", dict(temperature=0.0, repetition_penalty=1.3)),
     Case("logit_bias", dict(temperature=0.9, logit_bias={7: 4.0, 11: -3.0, 300: 2.5})),
     Case("allowed_token_ids", dict(temperature=0.9, allowed_token_ids=list(range(40, 400)))),
-    Case("min_tokens_stop_ids", dict(temperature=0.9, min_tokens=3, stop_token_ids=[100, 101, 102, 103],
+    Case("min_tokens_stop_ids", dict(temperature=0.9, min_tokens=2, stop_token_ids=[100, 101, 102, 103],
                                      ignore_eos=False)),
     Case("logprobs_20", dict(temperature=0.9, top_k=50, logprobs=20)),
     Case("prompt_logprobs", dict(temperature=0.9, top_p=0.95, prompt_logprobs=5)),

@@ -38,6 +38,9 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VOSTI_AUDIT", "1")
+# Engines built through vosti_plugin.engine_presets skip torch.compile (3 min -> 30 s per CPU engine start);
+# the compiled path is what `vosti demo` runs in .ci/run.
+os.environ.setdefault("VOSTI_ENFORCE_EAGER", "1")
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 

@@ -18,7 +18,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 
 from vosti_plugin.kvcache.audit import KVCacheAuditError  # noqa: E402
-from vosti_plugin.kvcache.vllm_manager import UnsupportedKVCacheLayout, VostiKVCacheManager  # noqa: E402
+from vosti_plugin.vllm.kv_manager import UnsupportedKVCacheLayout, VostiKVCacheManager  # noqa: E402
 
 PAGE = 16
 

@@ -8,7 +8,7 @@ pytest.importorskip("vllm")
 
 
 def _stock_attributes():
-    from vosti_plugin import compat
+    from vosti_plugin.vllm import compat
 
     attrs = {}
     for module in compat.importable_modules(compat.TOP_K_TOP_P_MODULES + compat.LOGPROB_TOPK_MODULES):
@@ -45,7 +45,7 @@ def test_install_then_uninstall_restores_every_stock_attribute():
 
 def test_sampler_built_while_installed_uses_vosti_forward():
     from vosti_plugin import sampling
-    from vosti_plugin.sampling import vllm_patches as vosti_install
+    from vosti_plugin.vllm import sampling_patches as vosti_install
 
     with sampling.installed():
         from vllm.v1.sample.ops.topk_topp_sampler import TopKTopPSampler
@@ -64,7 +64,7 @@ def test_refusal_is_a_value_error_naming_the_parameter(parameter, value):
         value = np.array([[5, 6]])
     from vllm.sampling_params import SamplingParams
 
-    from vosti_plugin import compat
+    from vosti_plugin.vllm import compat
     from vosti_plugin.sampling import refusals
 
     if parameter not in SamplingParams.__struct_fields__:

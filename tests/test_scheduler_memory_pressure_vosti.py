@@ -101,7 +101,7 @@ def _run(engine, prompts) -> list[tuple[int, list]]:
 
 def test_vosti_under_memory_pressure_gives_raw_logits_bitwise_equal_to_cold_runs(pressured_llm, request):
     from vosti_plugin.attention import backend as vosti_backend
-    from vosti_plugin.kvcache.vllm_manager import VostiKVCacheManager
+    from vosti_plugin.vllm.kv_manager import VostiKVCacheManager
     from vosti_plugin.scheduler import VostiAsyncScheduler, VostiScheduler
 
     sched = _scheduler(pressured_llm)

@@ -6,7 +6,8 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from verifier import shipped_attention, shipped_kv, shipped_ops
+from vosti_plugin.attention import kv_write, paged_attention
+from vosti_plugin.ops import activation, matmul, rmsnorm, softmax
 from verifier.api import results_json, results_table, verify_catalog, verify_kernel
 from verifier.contracts import contract_of
 
@@ -18,7 +19,7 @@ def _entry(entries, name):
 @pytest.mark.parametrize("name", ["mm_kernel", "mm_splitk_partial_kernel", "splitk_combine_kernel",
                                   "rms_norm_kernel", "softmax_kernel", "mean_kernel"])
 def test_dense_op_rows_do_not_depend_on_the_batch(name):
-    entry = _entry(shipped_ops.entries(), name)
+    entry = _entry(matmul.verifier_catalog() + rmsnorm.verifier_catalog() + softmax.verifier_catalog(), name)
     assert entry["configs"], f"{name} has no catalog configs"
     for config, _family in entry["configs"][:4]:
         report = verify_kernel(entry["kernel"], config=config)
@@ -26,7 +27,7 @@ def test_dense_op_rows_do_not_depend_on_the_batch(name):
 
 
 def test_kv_write_touches_only_its_slots_and_copies_bits():
-    entry = shipped_kv.entries()[0]
+    entry = kv_write.verifier_catalog()[0]
     config, _ = entry["configs"][0]
     for goal in contract_of(entry["kernel"]).verif:
         report = verify_kernel(entry["kernel"], config=config, goal=goal.name)
@@ -34,7 +35,7 @@ def test_kv_write_touches_only_its_slots_and_copies_bits():
 
 
 def test_attention_row_equals_across_batch_chunking_decode_and_pages():
-    entry = shipped_attention.entries()[0]
+    entry = paged_attention.verifier_catalog()[0]
     config = next(c for c, _ in entry["configs"]
                   if c["QUERIES_PER_KV"] == 4 and not c["USE_WINDOW"] and not c["USE_SOFT_CAP"])
     report = verify_kernel(entry["kernel"], config=config)
@@ -47,7 +48,7 @@ def test_attention_row_equals_across_batch_chunking_decode_and_pages():
 @given(bm=st.sampled_from([16, 32, 64]), bn=st.sampled_from([32, 64, 128]), bk=st.sampled_from([16, 32, 64]),
        bias=st.booleans())
 def test_matmul_row_invariance_holds_for_any_block_shape(bm, bn, bk, bias):
-    entry = _entry(shipped_ops.entries(), "mm_kernel")
+    entry = _entry(matmul.verifier_catalog(), "mm_kernel")
     config = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "HAS_BIAS": bias, "DOT_PRECISION": "ieee"}
     assert verify_kernel(entry["kernel"], config=config).status == "proved"
 
@@ -65,7 +66,7 @@ def test_cached_catalog_recheck_is_fast(tmp_path):
 
 
 def test_split_kv_combine_row_depends_only_on_its_segments():
-    entry = _entry(shipped_attention.entries(), "_combine_segments_kernel")
+    entry = _entry(paged_attention.verifier_catalog(), "_combine_segments_kernel")
     for config, _ in entry["configs"][:2]:
         report = verify_kernel(entry["kernel"], config=config)
         assert report.status == "proved", str(report)
@@ -80,7 +81,7 @@ def test_attention_without_the_masked_tile_guard_is_rejected():
     from verifier.check import check_goal
     from verifier.frontend import kernel_from_source
 
-    entry = shipped_attention.entries()[0]
+    entry = paged_attention.verifier_catalog()[0]
     kernel, spec = entry["kernel"], contract_of(entry["kernel"])
     lines, start = inspect.getsourcelines(kernel.fn)
     source = "".join(lines)

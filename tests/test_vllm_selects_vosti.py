@@ -48,7 +48,7 @@ def _reference_logits(model_path, token_ids):
 def test_vosti_backend_scheduler_and_kv_manager_run_inside_vllm(vosti_llm):
     from vllm import SamplingParams
 
-    from vosti_plugin.kvcache.vllm_manager import VostiKVCacheManager
+    from vosti_plugin.vllm.kv_manager import VostiKVCacheManager
     from vosti_plugin.scheduler import VostiScheduler
 
     before = dict(vosti_backend.FORWARD_CALLS)

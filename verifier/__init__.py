@@ -14,9 +14,10 @@ Passes, one module each:
              batch, no @triton.autotune / @triton.heuristics, the launch grid is the contract's grid
   report     obligations, results, rich table / JSON
   api        verify_kernel, verify_catalog, catalog_plan, proved_configs
+  fingerprint what a cached proof depends on (import closures of the kernel modules and of the proof code)
   bench      `python -m verifier.bench`: cold and cached whole-catalog verification times
 Contracts are written above each shipped kernel (`@contract(...)` over `@triton.jit`, plain data: importing
-them does not import Z3); shipped_ops, shipped_attention and shipped_kv list the configs of each catalog.
+them does not import Z3); each kernel module lists its own configs (verifier_catalog(), modules named by vosti_plugin/kernel_catalog.py).
 """
 from verifier.contracts import contract, goal, scalar, tensor
 

@@ -140,10 +140,21 @@ def _refusal(kernel: Any, config: dict, why: str) -> ObligationReport:
 # -- catalog -------------------------------------------------------------------------------------------
 
 
-def catalog_entries() -> list[dict]:
-    from verifier import shipped_attention, shipped_kv, shipped_ops
+CATALOG_REGISTRY = "vosti_plugin.kernel_catalog"  # module whose KERNEL_MODULES lists the catalog's modules
 
-    return shipped_ops.entries() + shipped_attention.entries() + shipped_kv.entries()
+
+def catalog_modules() -> tuple[str, ...]:
+    """The kernel modules of the catalog: each exports verifier_catalog() (VOSTI_KERNEL_CATALOG names another
+    registry module)."""
+    import importlib
+
+    return tuple(importlib.import_module(os.environ.get("VOSTI_KERNEL_CATALOG", CATALOG_REGISTRY)).KERNEL_MODULES)
+
+
+def catalog_entries() -> list[dict]:
+    import importlib
+
+    return [e for m in catalog_modules() for e in importlib.import_module(m).verifier_catalog()]
 
 
 def _referenced(k: ir.Kernel) -> set[str]:
@@ -164,15 +175,13 @@ def _referenced(k: ir.Kernel) -> set[str]:
 
 
 def _source_hash(kernel: Any, spec: Contract) -> str:
+    """Cache key of one kernel's proofs: its module and every first-party module it imports (jit helpers,
+    constants), the proof code and the contract (see verifier/fingerprint.py for why this is complete)."""
+    from verifier import fingerprint
+
     py = getattr(kernel, "fn", kernel)
-    src = inspect.getsource(py)
-    mod = inspect.getsource(inspect.getmodule(py))  # helpers and constants the kernel may use
-    vdir = Path(__file__).parent
-    vsrc = "".join(p.read_text() for p in sorted(vdir.glob("*.py")) if not p.name.startswith("shipped"))
-    h = hashlib.sha256()
-    for part in (VERSION, src, mod, repr(spec), vsrc):
-        h.update(part.encode())
-    return h.hexdigest()[:24]
+    return hashlib.sha256("|".join((VERSION, fingerprint.digest((py.__module__,)), fingerprint.verifier_digest(),
+                                    py.__name__, repr(spec))).encode()).hexdigest()[:24]
 
 
 def _groups(entry: dict, k: ir.Kernel, spec: Contract) -> list[tuple[dict, list[tuple[dict, dict]]]]:
@@ -215,24 +224,19 @@ def _run_group(task: tuple) -> dict:
             "proved": sum(1 for o in rep.obligations if o.status == "proved")}
 
 
-_SOURCES = ("vosti_plugin/attention/paged_attention.py", "vosti_plugin/attention/kv_write.py",
-            "vosti_plugin/attention/config.py", "vosti_plugin/ops/matmul.py", "vosti_plugin/ops/rmsnorm.py",
-            "vosti_plugin/ops/softmax.py", "vosti_plugin/ops/activation.py", "vosti_plugin/triton_mode.py")
-
-
 def _fingerprint(kernel: str | None) -> str | None:
-    """Hash of every file the catalog's results depend on, computed without importing them (importing the
-    kernel modules pulls in torch, which alone takes seconds)."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256(f"{VERSION}|{kernel}|{os.environ.get('TRITON_INTERPRET', '')}".encode())
-    for rel in _SOURCES:
-        p = root / rel
-        if not p.exists():
-            return None
-        h.update(p.read_bytes())
-    for p in sorted(Path(__file__).resolve().parent.glob("*.py")):
-        h.update(p.read_bytes())
-    return h.hexdigest()[:32]
+    """Hash of everything the catalog's results depend on: the catalog's kernel modules and what they import,
+    the registry naming them, the proof code (verifier/fingerprint.py), computed without importing the kernel
+    modules (importing them pulls in torch, which alone takes seconds)."""
+    from verifier import fingerprint
+
+    try:
+        modules = catalog_modules()
+    except ImportError:
+        return None
+    registry = os.environ.get("VOSTI_KERNEL_CATALOG", CATALOG_REGISTRY)
+    return fingerprint.digest(modules + (registry, "verifier.api"), VERSION, str(kernel),
+                              os.environ.get("TRITON_INTERPRET", ""))[:32]
 
 
 def verify_catalog(*, kernel: str | None = None, cache_dir: Path | None = None,
@@ -346,20 +350,24 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
 
 def _launch_results(kernel: str | None, progress) -> list[Result]:
     """One row per host module: its launches take every constexpr, num_warps and `same` scalar from the model
-    config, launch the contract's grid and no autotuned kernel (verifier/launch.py)."""
+    config, launch the contract's grid and no autotuned kernel, and each is preceded by the runtime launch
+    guard's check of the same values (verifier/launch.py)."""
     from verifier.launch import check_module
+
+    from verifier.fingerprint import module_file
 
     root = Path(__file__).resolve().parent.parent
     out = []
-    for rel in _SOURCES:
-        path = root / rel
-        if not path.exists() or "@triton.jit" not in path.read_text():
+    for module in catalog_modules():
+        path = module_file(module)
+        if path is None or "@triton.jit" not in path.read_text():
             continue
-        name = f"launch:{Path(rel).stem}"
+        rel = path.relative_to(root) if path.is_relative_to(root) else path
+        name = f"launch:{path.stem}"
         if kernel is not None and kernel not in name:
             continue
         t0 = time.perf_counter()
-        found = check_module(path)
+        found = check_module(path, require_guard=True)
         f = found[0] if found else None
         r = Result(name, {}, "launches_match_proofs", "failed" if found else "proved",
                    f.obligation if f else "", f.line if f else 0,
@@ -393,7 +401,7 @@ def proved_configs(results: Iterable[Result] | None = None, *, run: bool = False
     """(family, sorted config items) of every catalog config all of whose kernels and goals are proved;
     families and configs are those of the plugin's launch catalogs (AttentionLaunchConfig, MatmulConfig...).
     Without `results`, reads the cached catalog verification of the current sources (run=True verifies
-    when there is none: a cold catalog run takes about 20 s on 2 cores, `python -m verifier.bench`)."""
+    when there is none: a cold catalog run takes 7-18 minutes on 2 cores, 40 s on 16; `python -m verifier.bench`)."""
     if results is None:
         results = cached_results(cache_dir)
         if results is None:

@@ -14,6 +14,9 @@ like `max_seqlen*`, `num_tokens`, `num_seqs`, `batch*` -- through assignments.  
   * launch-grid: an axis of the launch grid is not the contract's grid axis with this launch's arguments
     (compared as expressions after following the wrapper's assignments; `x.shape[d]` of a tensor passed
     to the kernel must be the contract's symbol of that dimension).  A smaller grid leaves rows unwritten.
+  * launch-guard (modules of the shipped catalog): the statement right before the launch is not
+    `guard.check(kernel, grid, **constexprs)` with the launch's grid and every constexpr keyword of the
+    launch as the same expression (vosti_plugin/launch/guard.py checks those values at run time).
 Grids and runtime arguments that the contract lets differ may depend on the batch.
 """
 from __future__ import annotations
@@ -71,8 +74,17 @@ class KernelInfo:
 
 
 class _Taint(ast.NodeVisitor):
-    def __init__(self, fn: ast.FunctionDef, kernels: dict[str, KernelInfo], module: str):
+    def __init__(self, fn: ast.FunctionDef, kernels: dict[str, KernelInfo], module: str, require_guard: bool = False):
         self.fn, self.kernels, self.module = fn, kernels, module
+        self.require_guard = require_guard
+        self.before: dict[int, ast.stmt | None] = {}  # id(call of an expression statement) -> previous statement
+        for node in ast.walk(fn):
+            for field in ("body", "orelse", "finalbody"):
+                stmts = getattr(node, field, None)
+                if isinstance(stmts, list):
+                    for i, st in enumerate(stmts):
+                        if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+                            self.before[id(st.value)] = stmts[i - 1] if i else None
         self.values: dict[str, ast.AST] = {a.arg: None for a in fn.args.args + fn.args.kwonlyargs}  # for grids
         self.tainted: dict[str, str] = {}
         for a in fn.args.args + fn.args.kwonlyargs:
@@ -202,6 +214,37 @@ class _Taint(ast.NodeVisitor):
                              f"both launches (`same`), is computed from the batch: {w}", "launch-scalar")
         if info.contract is not None:
             self.check_grid(node, kernel, info, grid, bound)
+            if self.require_guard:
+                self.check_guard(node, kernel, info, grid)
+
+    def check_guard(self, node: ast.Call, kernel: str, info: KernelInfo, grid: ast.AST) -> None:
+        prev = self.before.get(id(node))
+        call = prev.value if isinstance(prev, ast.Expr) and isinstance(prev.value, ast.Call) else None
+        if call is None or not ast.unparse(call.func).endswith("guard.check") or len(call.args) != 2 or \
+                ast.unparse(call.args[0]) != kernel:
+            self.add(kernel, "guard", node.lineno, f"the statement before this launch is not guard.check({kernel}, "
+                     f"grid, **constexprs): the runtime launch guard would not see this launch", "launch-guard")
+            return
+        if ast.dump(call.args[1]) != ast.dump(grid):
+            self.add(kernel, "guard", node.lineno, f"guard.check sees grid {ast.unparse(call.args[1])}, the launch "
+                     f"uses {ast.unparse(grid)}", "launch-guard")
+        checked = {k.arg: k.value for k in call.keywords}
+        if None in checked:
+            self.add(kernel, "guard", call.lineno, "guard.check(..., **kwargs) cannot be compared to the launch",
+                     "launch-guard")
+            return
+        launched = {k.arg: k.value for k in node.keywords if k.arg in info.constexprs}
+        for name in sorted(info.constexprs - set(launched)):
+            self.add(kernel, name, node.lineno, f"constexpr {name} is not passed by keyword, so guard.check cannot "
+                     f"be compared with it", "launch-guard")
+        for name, value in launched.items():
+            if name not in checked or ast.dump(checked[name]) != ast.dump(value):
+                self.add(kernel, name, call.lineno, f"guard.check is given {name}="
+                         f"{ast.unparse(checked[name]) if name in checked else '(nothing)'}, the launch {name}="
+                         f"{ast.unparse(value)}", "launch-guard")
+        for name in sorted(set(checked) - set(launched)):
+            if name in info.params:  # a value the launch passes (positionally) must not be restated
+                self.add(kernel, name, call.lineno, f"guard.check restates kernel argument {name}", "launch-guard")
 
     # -- grids -------------------------------------------------------------------------------------
     def resolve(self, e: ast.AST, depth: int = 0) -> ast.AST:
@@ -249,8 +292,10 @@ class _Taint(ast.NodeVisitor):
                          "launch-grid")
 
 
-def check_module_source(source: str, module: str = "<string>", contracts: dict | None = None) -> list[LaunchFinding]:
-    """contracts: kernel name -> Contract (enables the `same` and grid checks)."""
+def check_module_source(source: str, module: str = "<string>", contracts: dict | None = None,
+                        require_guard: bool = False) -> list[LaunchFinding]:
+    """contracts: kernel name -> Contract (enables the `same` and grid checks); require_guard: every launch of
+    a contracted kernel must be preceded by its guard.check (modules of the shipped catalog)."""
     tree = ast.parse(source)
     kernels: dict[str, KernelInfo] = {}
     for node in tree.body:
@@ -273,7 +318,7 @@ def check_module_source(source: str, module: str = "<string>", contracts: dict |
     findings: list[LaunchFinding] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name not in kernels:
-            t = _Taint(node, kernels, module)
+            t = _Taint(node, kernels, module, require_guard)
             # two passes: a name may be tainted by a later assignment inside a loop
             t.visit(node)
             t.findings = []
@@ -284,7 +329,7 @@ def check_module_source(source: str, module: str = "<string>", contracts: dict |
     return findings
 
 
-def check_module(path: str | Path, module: object = None) -> list[LaunchFinding]:
+def check_module(path: str | Path, module: object = None, require_guard: bool = False) -> list[LaunchFinding]:
     """module: the imported module (for the kernels' contracts); by default imported by its dotted name
     when the file lies in this repository."""
     p = Path(path)
@@ -297,7 +342,7 @@ def check_module(path: str | Path, module: object = None) -> list[LaunchFinding]
             spec = contract_of(obj)
             if spec is not None:
                 contracts[getattr(getattr(obj, "fn", obj), "__name__", name)] = spec
-    return check_module_source(p.read_text(), str(p), contracts)
+    return check_module_source(p.read_text(), str(p), contracts, require_guard)
 
 
 def _import(p: Path):

@@ -106,7 +106,8 @@ class NoopAnalysis:
             if body[0] == "const" and t.op == "sum" and _bits(body[1]) == _bits(0.0):
                 return body
             return ("top", t.line, f"a {t.op}-reduction over values that are not a known constant"
-                    + (f" ({body[2]})" if body[0] == "top" else ""), body[3] if body[0] == "top" else "masked")
+                    + (f" ({body[2]})" if body[0] == "top" else ""), body[3] if body[0] == "top" and len(body) > 3
+                    else "masked")
         if isinstance(t, FOp):
             args = [self.eval(a, loop, pc, nn) for a in t.args]
             if t.op == "sub" and args[0][0] == "const" and args[0][1] == -math.inf and t.args[1].key in nn:

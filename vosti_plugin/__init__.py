@@ -8,14 +8,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 __all__ = ["register", "__version__"]
 
-_registered = False
-
 
 def register() -> None:
-    global _registered
-    if _registered:
-        return
-    from vosti_plugin import hooks_into_vllm
+    """Idempotent. Attaches vosti's `plugin` patch group (vosti_plugin.vllm.patches) to vLLM."""
+    from vosti_plugin.vllm import hooks
 
-    hooks_into_vllm.install()
-    _registered = True
+    hooks.install()

@@ -139,6 +139,14 @@ def model(path: Optional[Path] = typer.Argument(None, help="where to write it (d
     console.print(str(ensure_tiny_model(path)))
 
 
+@app.command()
+def patches() -> None:
+    """Print every attribute of vLLM that vosti replaces (owner, attribute, why, undo, private state)."""
+    from vosti_plugin.vllm.patches import print_inventory
+
+    print_inventory(Console(width=200))
+
+
 def _mount_compare() -> None:
     from integration.harness.cli import compare
 

@@ -33,9 +33,9 @@ def run_demo(model: str | None = None, max_tokens: int = 8, console: Console | N
     model = model or str(ensure_tiny_model())
     console.print(f"[bold]vosti demo[/] model={model} device={'GPU' if has_gpu() else 'CPU'}")
     llm = build_llm(model, max_num_batched_tokens=16)   # small budget: longer prompts are prefilled in chunks
-    from vllm import SamplingParams
+    from vosti_plugin.vllm.engine import sampling_params
 
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, logprobs=20)
+    params = sampling_params(temperature=0.0, max_tokens=max_tokens, logprobs=20)
     with console.status("each prompt alone"):
         alone = [request_view(llm.generate([p], params, use_tqdm=False)[0]) for p in DEMO_PROMPTS]
     with console.status("all prompts batched, in reverse order"):

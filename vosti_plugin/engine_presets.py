@@ -4,6 +4,11 @@ from __future__ import annotations
 import os
 
 
+# VOSTI_ENFORCE_EAGER=1: engines built here skip torch.compile (a CPU engine then starts in ~30 s instead of
+# ~3 min). The test suite sets it; `vosti demo` and users keep vLLM's default (compiled).
+EAGER_ENV = "VOSTI_ENFORCE_EAGER"
+
+
 def has_gpu() -> bool:
     try:
         import torch
@@ -41,12 +46,14 @@ def llm_kwargs(model: str, *, vosti: bool = True, **overrides) -> dict:
         kw["attention_backend"] = "vosti"
     if gpu:
         kw["gpu_memory_utilization"] = 0.5
+    if os.environ.get(EAGER_ENV) == "1":
+        kw["enforce_eager"] = True
     kw.update(overrides)
     return kw
 
 
 def build_llm(model: str, *, vosti: bool = True, **overrides):
     prepare_environment()
-    from vllm import LLM
+    from vosti_plugin.vllm import engine
 
-    return LLM(**llm_kwargs(model, vosti=vosti, **overrides))
+    return engine.llm(**llm_kwargs(model, vosti=vosti, **overrides))

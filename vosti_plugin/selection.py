@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
-from vosti_plugin import compat
+from vosti_plugin.vllm import compat
 
 logger = logging.getLogger("vosti")
 

@@ -179,7 +179,7 @@ def waiting_request_manager_ms(prompt_tokens: int, audit: bool, page: int = 64, 
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.request import Request
 
-    from vosti_plugin.kvcache.vllm_manager import VostiKVCacheManager
+    from vosti_plugin.vllm.kv_manager import VostiKVCacheManager
 
     n_blocks = prompt_tokens // page + 4
     spec = FullAttentionSpec(block_size=page, num_kv_heads=1, head_size=32, dtype=torch.float32)

@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, tensor
+from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -120,6 +121,8 @@ def write_kv(
     num_tokens, num_kv_heads, head_dim = key.shape
     if num_tokens == 0:
         return
+    guard.check(_write_kv_kernel, (num_tokens,), HEAD_DIM=head_dim, HEAD_DIM_PAD=triton.next_power_of_2(head_dim),
+                PAGE_SIZE=k_cache.shape[1], BLOCK_H=triton.next_power_of_2(num_kv_heads))
     _write_kv_kernel[(num_tokens,)](
         key, value, k_cache, v_cache, slot_mapping,
         num_kv_heads,
@@ -132,3 +135,23 @@ def write_kv(
         BLOCK_H=triton.next_power_of_2(num_kv_heads),
         num_warps=4,
     )
+
+
+# KV heads of the served geometries and their TP shards (the catalog's BLOCK_H values)
+_SERVED_KV_HEADS = (1, 2, 4, 8, 16, 32)
+
+
+def verifier_catalog() -> list[dict]:
+    """The verifier's catalog of this module: the constexpr configs `write_kv` launches for the geometries
+    of the attention catalog."""
+    from vosti_plugin.attention import config as cfgmod
+
+    configs: list[tuple[dict, dict]] = []
+    for key, _cfg in cfgmod.CATALOG:
+        for h in _SERVED_KV_HEADS:
+            c = {"HEAD_DIM": key.head_dim, "HEAD_DIM_PAD": triton.next_power_of_2(key.head_dim),
+                 "PAGE_SIZE": key.page_size, "BLOCK_H": triton.next_power_of_2(h)}
+            fam = {"head_dim": key.head_dim, "page_size": key.page_size}
+            if (c, fam) not in configs:
+                configs.append((c, fam))
+    return [{"family": "kv_write", "kernel": _write_kv_kernel, "configs": configs}]

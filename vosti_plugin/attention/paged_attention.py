@@ -29,6 +29,7 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, scalar, tensor
+from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import use_lane_invariant_interpreter
 from vosti_plugin.attention.config import AttentionLaunchConfig, next_power_of_two
 
@@ -493,6 +494,12 @@ def paged_attention(
         part_acc = workspace[2 * rows : needed]
 
     grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else num_segments)
+    guard.check(_paged_attention_segments_kernel, grid, HEAD_DIM=head_dim,
+                HEAD_DIM_PAD=next_power_of_two(head_dim), PAGE_SIZE=page_size, QUERIES_PER_KV=config.queries_per_kv,
+                GROUP=config.group, BLOCK_Q=config.block_q, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+                SEGMENT=config.segment, SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window,
+                USE_SOFT_CAP=use_soft_cap, FUSED=fused,
+                DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
     _paged_attention_segments_kernel[grid](
         q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, part_m, part_l, part_acc,
         num_seqs, num_q_heads, num_segments,
@@ -521,6 +528,9 @@ def paged_attention(
         enable_fp_fusion=False,
     )
     if not fused:
+        guard.check(_combine_segments_kernel, (num_tokens, num_q_heads), HEAD_DIM=head_dim,
+                    HEAD_DIM_PAD=next_power_of_two(head_dim), SEGMENT=config.segment,
+                    SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window)
         _combine_segments_kernel[(num_tokens, num_q_heads)](
             out, part_m, part_l, part_acc, seq_lens, query_start_loc,
             num_seqs, num_q_heads, num_segments,
@@ -536,3 +546,30 @@ def paged_attention(
             enable_fp_fusion=False,
         )
     return out
+
+
+def verifier_catalog() -> list[dict]:
+    """The verifier's catalog of this module: every constexpr config `paged_attention` can launch for the
+    geometries of `config.CATALOG`, per kernel, with the launch-config fields it comes from."""
+    import dataclasses
+
+    from vosti_plugin.attention import config as cfgmod
+
+    configs: list[tuple[dict, dict]] = []
+    for key, cfg in cfgmod.CATALOG:
+        base = {"HEAD_DIM": key.head_dim, "HEAD_DIM_PAD": next_power_of_two(key.head_dim),
+                "PAGE_SIZE": key.page_size, "QUERIES_PER_KV": cfg.queries_per_kv, "GROUP": cfg.group,
+                "BLOCK_Q": cfg.block_q, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "SEGMENT": cfg.segment,
+                "SEQ_SCAN_CHUNK": _SEQ_SCAN_CHUNK,
+                "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32"}
+        fam = dataclasses.asdict(cfg)
+        for soft_cap in (False, True):
+            for window in (False, True):
+                configs.append(({**base, "USE_SOFT_CAP": soft_cap, "USE_WINDOW": window, "FUSED": True}, fam))
+    split = [({**c, "FUSED": False}, fam) for c, fam in configs]
+    comb: dict[str, tuple[dict, dict]] = {}
+    for c, fam in configs:
+        cc = ({n: c[n] for n in ("HEAD_DIM", "HEAD_DIM_PAD", "SEGMENT", "SEQ_SCAN_CHUNK", "USE_WINDOW")}, fam)
+        comb.setdefault(repr(cc), cc)
+    return [{"family": "paged_attention", "kernel": _paged_attention_segments_kernel, "configs": configs + split},
+            {"family": "paged_attention", "kernel": _combine_segments_kernel, "configs": list(comb.values())}]

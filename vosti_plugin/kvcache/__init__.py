@@ -1,7 +1,7 @@
 """Exact-prefix KV block manager.
 
-`page_cache` and `audit` are pure Python (no vLLM import); `vllm_manager` / `vllm_block_pool`
-adapt them to vLLM's KVCacheManager / BlockPool.
+`page_cache` and `audit` are pure Python (no vLLM import); vosti_plugin.vllm.kv_manager /
+vosti_plugin.vllm.block_pool adapt them to vLLM's KVCacheManager / BlockPool.
 """
 from vosti_plugin.kvcache.audit import KVCacheAuditError, ShadowAudit, audit_requested
 from vosti_plugin.kvcache.page_cache import (

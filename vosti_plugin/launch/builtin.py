@@ -147,6 +147,14 @@ def _refuse(flag: str, what: str):
     return lambda f: (f"{what} is enabled" if getattr(f, flag) else None)
 
 
+def _autotuning(f: LaunchFacts):
+    """Filled from the kernels vosti launches (vosti_plugin.launch.autotuning)."""
+    if not f.autotune:
+        return None
+    names = (f.extra or {}).get("autotuned_kernels") or ["a launched kernel"]
+    return f"runtime autotuning in {', '.join(names)}: its config (and a row's arithmetic) depends on timing"
+
+
 def _single_device(f: LaunchFacts):
     if f.tensor_parallel * f.pipeline_parallel * f.data_parallel != 1:
         return (f"tensor/pipeline/data parallel sizes {f.tensor_parallel}/{f.pipeline_parallel}/"
@@ -155,12 +163,12 @@ def _single_device(f: LaunchFacts):
 
 
 def _scheduler(f: LaunchFacts):
-    from vllm.utils.import_utils import resolve_obj_by_qualname
+    from vosti_plugin.vllm.launch_facts import resolve_qualname
 
     from vosti_plugin.scheduler import VostiScheduler
 
     try:
-        cls = resolve_obj_by_qualname(f.scheduler_cls) if f.scheduler_cls else None
+        cls = resolve_qualname(f.scheduler_cls) if f.scheduler_cls else None
     except Exception as exc:
         return Refusal(f"scheduler {f.scheduler_cls!r} cannot be imported: {exc}",
                        fixed={"scheduler_cls": VOSTI_SCHEDULER})
@@ -175,12 +183,12 @@ def _async_scheduler(f: LaunchFacts):
     async scheduler holds back the pages those placeholder tokens fill until the tokens are known."""
     if not f.async_scheduling:
         return None
-    from vllm.utils.import_utils import resolve_obj_by_qualname
+    from vosti_plugin.vllm.launch_facts import resolve_qualname
 
     from vosti_plugin.scheduler import VostiAsyncScheduler, VostiScheduler
 
     try:
-        cls = resolve_obj_by_qualname(f.scheduler_cls) if f.scheduler_cls else None
+        cls = resolve_qualname(f.scheduler_cls) if f.scheduler_cls else None
     except Exception:
         return None                      # reported by vosti-scheduler
     # VostiScheduler itself constructs a VostiAsyncScheduler under async scheduling; its subclasses do not.
@@ -243,8 +251,8 @@ BUILTIN_OBLIGATIONS = (
     Obligation("no-kv-transfer", "no KV connector", "remove --kv-transfer-config", _refuse("kv_transfer", "KV transfer")),
     Obligation("single-device", "one device (no TP/PP/DP)", "use tensor/pipeline/data parallel size 1", _single_device),
     Obligation("no-weight-quantization", "weights unquantized", "serve an unquantized checkpoint", _quantization),
-    Obligation("no-autotuning", "no runtime autotuning in any launched kernel", "none (vosti never autotunes)",
-               _refuse("autotune", "runtime autotuning")),
+    Obligation("no-autotuning", "no runtime autotuning in any launched kernel",
+               "pin the kernel to one triton.Config without pruning hooks", _autotuning),
     Obligation("kernel-configs-verified", "every kernel config this geometry launches is proved by the verifier",
                "run `vosti verify` to see the failing contract", _kernel_configs_verified,
                after=("dtype", "attention-geometry", "page-size")),

@@ -26,9 +26,9 @@ def _versions() -> dict:
 
     out = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version()}
     try:
-        import vllm
+        from vosti_plugin.vllm.compat import vllm_version
 
-        out["vllm"] = vllm.__version__
+        out["vllm"] = vllm_version()
     except Exception:
         out["vllm"] = None
     from vosti_plugin import __version__

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pluggy
 
-from vosti_plugin.launch import hookspecs
+from vosti_plugin.launch import guard, hookspecs
 from vosti_plugin.launch.builtin import BuiltinRules
 from vosti_plugin.launch.facts import LaunchFacts, facts_from_vllm_config
 from vosti_plugin.launch.log import vosti_logger
@@ -63,6 +63,7 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
     vosti_logger().info("%s%s", CERTIFICATE_LOG_PREFIX, json.dumps(cert, sort_keys=True))
     _accepted[key] = cert
     _checked.add(_check_key(facts, None))
+    guard.arm_for_serving()
     return cert
 
 
@@ -82,6 +83,7 @@ def check_in_engine_process(vllm_config, where: str) -> None:
     if failures:
         raise LaunchRefused(failures)
     _checked.add(key)
+    guard.arm_for_serving()
     vosti_logger().info("vosti launch check passed in %s", where)
 
 

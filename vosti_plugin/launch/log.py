@@ -12,7 +12,8 @@ LOGGER_NAME = "vllm.vosti"
 
 def vosti_logger() -> logging.Logger:
     try:
-        from vllm.logger import init_logger
+        from vosti_plugin.vllm.compat import vllm_logger
+
+        return vllm_logger(LOGGER_NAME)
     except Exception:  # vLLM not importable: plain logging
         return logging.getLogger(LOGGER_NAME)
-    return init_logger(LOGGER_NAME)

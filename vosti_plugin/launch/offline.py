@@ -23,18 +23,9 @@ class ObligationStatus:
 
 def build_vllm_config(model: str, vllm_args: list[str]):
     """vLLM's own config for `vllm serve MODEL --attention-backend vosti ARGS`, built without an engine."""
-    from vllm.engine.arg_utils import EngineArgs
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    from vosti_plugin.vllm.launch_facts import build_vllm_config as build
 
-    from vosti_plugin import register, selection
-
-    register()
-    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
-    args = parser.parse_args(["--model", model, "--attention-backend", "vosti", *vllm_args])
-    engine_args = EngineArgs.from_cli_args(args)
-    selection.prepare_engine_args(engine_args)
-    stock_create = getattr(EngineArgs.create_engine_config, "__wrapped__", EngineArgs.create_engine_config)
-    return stock_create(engine_args)
+    return build(model, vllm_args)
 
 
 def check_model(model: str, vllm_args: list[str], platform: str | None = None

@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, tensor
+from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -67,6 +68,7 @@ def _act_and_mul(x: torch.Tensor, act: int) -> torch.Tensor:
         x2 = x2.contiguous()
     y = torch.empty((x2.shape[0], d), device=x.device, dtype=x2.dtype)
     if y.numel():
+        guard.check(act_and_mul_kernel, (x2.shape[0], triton.cdiv(d, BLOCK)), ACT=act, BLOCK=BLOCK)
         act_and_mul_kernel[(x2.shape[0], triton.cdiv(d, BLOCK))](
             x2, y, d, x2.stride(0), y.stride(0), ACT=act, BLOCK=BLOCK, num_warps=4,
         )
@@ -79,3 +81,10 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
 
 def gelu_tanh_and_mul(x: torch.Tensor) -> torch.Tensor:
     return _act_and_mul(x, GELU_TANH)
+
+
+def verifier_catalog() -> list[dict]:
+    """The verifier's catalog of this module: the activation constexprs `silu_and_mul`/`gelu_tanh_and_mul` launch."""
+    return [{"family": "activation", "kernel": act_and_mul_kernel,
+             "configs": [({"ACT": act, "BLOCK": BLOCK}, {"act": name})
+                         for act, name in ((SILU, "silu"), (GELU_TANH, "gelu_tanh"))]}]

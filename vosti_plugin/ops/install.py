@@ -2,7 +2,8 @@
 
 Two layers, both undone by `disable()`:
 
-* vLLM layers (`vllm=True`): `UnquantizedLinearMethod.apply` and `UnquantizedEmbeddingMethod.apply`
+* vLLM layers (`vllm=True`; the `ops` group of vosti_plugin.vllm.patches, replacements in
+  vosti_plugin.vllm.ops_layers): `UnquantizedLinearMethod.apply` and `UnquantizedEmbeddingMethod.apply`
   (every unquantized linear and the lm_head) call `torch.ops.vosti.linear`; `RMSNorm.forward` and
   `GemmaRMSNorm.forward` (all norms of Llama, Qwen3 incl. qk-norm, Gemma-3 incl. its (1 + w) norms)
   call `torch.ops.vosti.rms_norm` / `fused_add_rms_norm`. These are opaque custom ops, so they survive
@@ -39,7 +40,7 @@ _SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 class _State:
     def __init__(self) -> None:
         self.lib: torch.library.Library | None = None
-        self.patches: list[tuple[type, str, bool, object]] = []  # (owner, name, was_own_attr, stock)
+        self.vllm = False   # the `ops` group of vosti_plugin.vllm.patches is applied
         self.enabled = False
 
 
@@ -138,92 +139,6 @@ def _aten_table(dispatch_key: str) -> torch.library.Library:
     return lib
 
 
-# ---------------------------------------------------------------- vLLM layer patches
-
-
-def _linear_apply(self, layer: torch.nn.Module, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    return torch.ops.vosti.linear(x, layer.weight, bias)
-
-
-def _keep_plain_weight(stock):
-    """On CPU vLLM packs linear weights for oneDNN / sgl kernels and drops layer.weight; keep the plain
-    weight instead and give the stock apply a plain fallback so `disable()` still leaves a working layer."""
-
-    def process_weights_after_loading(self, layer: torch.nn.Module) -> None:
-        weight = getattr(layer, "weight", None)
-        if isinstance(weight, torch.Tensor) and weight.device.type == "cpu" and weight.dim() == 2:
-            layer.cpu_linear = torch.nn.functional.linear
-            return None
-        return stock(self, layer)
-
-    return process_weights_after_loading
-
-
-def _rms_norm_forward(stock):
-    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
-        if getattr(self, "variance_size_override", None) is not None:
-            return stock(self, x, residual)
-        weight = self.weight.data if getattr(self, "has_weight", True) else None
-        if residual is None:
-            return torch.ops.vosti.rms_norm(x, weight, self.variance_epsilon, False)
-        return torch.ops.vosti.fused_add_rms_norm(x, residual, weight, self.variance_epsilon, False)
-
-    return forward
-
-
-def _gemma_rms_norm_forward(stock):
-    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
-        if residual is None:
-            return torch.ops.vosti.rms_norm(x, self.weight.data, self.variance_epsilon, True)
-        return torch.ops.vosti.fused_add_rms_norm(x, residual, self.weight.data, self.variance_epsilon, True)
-
-    return forward
-
-
-def _silu_and_mul_forward(stock):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.vosti.act_and_mul(x, "silu")
-
-    return forward
-
-
-def _gelu_and_mul_forward(stock):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if getattr(self, "approximate", "none") != "tanh":
-            return stock(self, x)
-        return torch.ops.vosti.act_and_mul(x, "gelu_tanh")
-
-    return forward
-
-
-def _vllm_patches() -> list[tuple[type, str, object]]:
-    """(class, attribute, replacement-maker) for every vLLM entry point we take over."""
-    from vllm.model_executor.layers.activation import GeluAndMul, SiluAndMul
-    from vllm.model_executor.layers.layernorm import GemmaRMSNorm, RMSNorm
-    from vllm.model_executor.layers.linear import UnquantizedLinearMethod
-    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
-
-    return [
-        (UnquantizedLinearMethod, "apply", lambda stock: _linear_apply),
-        (UnquantizedLinearMethod, "process_weights_after_loading", _keep_plain_weight),
-        (UnquantizedEmbeddingMethod, "apply", lambda stock: _linear_apply),
-        (UnquantizedEmbeddingMethod, "process_weights_after_loading", _keep_plain_weight),
-        (RMSNorm, "forward", _rms_norm_forward),
-        (GemmaRMSNorm, "forward", _gemma_rms_norm_forward),
-        (SiluAndMul, "forward", _silu_and_mul_forward),
-        (GeluAndMul, "forward", _gelu_and_mul_forward),
-    ]
-
-
-def _patch(owner: type, name: str, make) -> None:
-    was_own = name in owner.__dict__
-    raw = owner.__dict__.get(name)
-    replacement = make(getattr(owner, name))
-    replacement._vosti = True
-    setattr(owner, name, replacement)
-    _state.patches.append((owner, name, was_own, raw))
-
-
 # ---------------------------------------------------------------- public API
 
 
@@ -249,8 +164,10 @@ def enable(*, device_type: str | None = None, aten: bool = True, vllm: bool = Tr
 
     try:
         if vllm:
-            for owner, name, make in _vllm_patches():
-                _patch(owner, name, make)
+            from vosti_plugin.vllm import patches
+
+            _state.vllm = True
+            patches.apply("ops")
         if aten:
             _state.lib = _aten_table("CUDA" if device_type == "cuda" else "CPU")
     except BaseException:
@@ -263,12 +180,11 @@ def _undo() -> None:
     if _state.lib is not None:
         _state.lib._destroy()
         _state.lib = None
-    while _state.patches:
-        owner, name, was_own, stock = _state.patches.pop()
-        if was_own:
-            setattr(owner, name, stock)
-        else:
-            delattr(owner, name)
+    if _state.vllm:
+        from vosti_plugin.vllm import patches
+
+        patches.undo("ops")
+        _state.vllm = False
 
 
 def disable() -> None:

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, tensor
+from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -422,6 +423,8 @@ def launch_matmul(
     precision = _dot_precision(a.dtype)
     tiles = (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))
     if config.split_k == 1:
+        guard.check(mm_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision, BLOCK_M=config.block_m,
+                    BLOCK_N=config.block_n, BLOCK_K=config.block_k)
         mm_kernel[tiles](
             a, b, bias if bias is not None else out, out,
             M, N, K,
@@ -438,6 +441,9 @@ def launch_matmul(
     for m0 in range(0, M, chunk):
         a_rows, out_rows = a[m0 : m0 + chunk], out[m0 : m0 + chunk]
         rows = a_rows.shape[0]
+        guard.check(mm_splitk_partial_kernel, (triton.cdiv(rows, config.block_m), tiles[1], config.split_k),
+                    DOT_PRECISION=precision, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+                    SPLIT_K=config.split_k)
         mm_splitk_partial_kernel[(triton.cdiv(rows, config.block_m), tiles[1], config.split_k)](
             a_rows, b, part,
             rows, N, K, config.k_per_split(K),
@@ -446,6 +452,9 @@ def launch_matmul(
             BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
             num_warps=config.num_warps, num_stages=config.num_stages,
         )
+        guard.check(splitk_combine_kernel, (triton.cdiv(rows, _COMBINE_BLOCK_M), triton.cdiv(N, _COMBINE_BLOCK_N)),
+                    HAS_BIAS=bias is not None, SPLIT_K=config.split_k, BLOCK_M=_COMBINE_BLOCK_M,
+                    BLOCK_N=_COMBINE_BLOCK_N)
         splitk_combine_kernel[(triton.cdiv(rows, _COMBINE_BLOCK_M), triton.cdiv(N, _COMBINE_BLOCK_N))](
             part, bias if bias is not None else out_rows, out_rows,
             rows, N, out_rows.stride(0), out_rows.stride(1),
@@ -474,6 +483,9 @@ def launch_matmul_tall(
         return launch_matmul(a, b, bias, out, config)
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
+    guard.check(mm_tall_kernel, (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n)),
+                HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype), BLOCK_M=config.block_m,
+                BLOCK_N=config.block_n, BLOCK_K=config.block_k)
     mm_tall_kernel[(triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))](
         a, b, bias if bias is not None else out, out,
         M, N, K, config.k_per_split(K),
@@ -528,3 +540,34 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     x2 = x.reshape(-1, x.shape[-1])
     y = _matmul(x2, weight.t(), bias)
     return y.reshape(*lead, weight.shape[0])
+
+
+def verifier_catalog() -> list[dict]:
+    """The verifier's catalog of this module: every constexpr config the launch paths can run (the
+    per-shape CATALOG, the rule's configs, and the tall path of each), per kernel."""
+    cfgs = [(cfg, getattr(torch, dt)) for (_n, _k, dt), cfg in CATALOG.items()]
+    cfgs += [(rule_config(4096, 4096, torch.float32), torch.float32)]
+    cfgs += [pair for pair in rule_configs() if pair not in cfgs]
+    plain, split, tall = [], [], []
+    for cfg, dtype in cfgs + [(tall_config(cfg, dtype), dtype) for cfg, dtype in cfgs]:
+        fam = dataclasses.asdict(cfg)
+        base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
+                "DOT_PRECISION": _dot_precision(dtype)}
+        if cfg.split_k == 1:
+            plain += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
+        elif (cfg, dtype) in cfgs:
+            split.append(({**base, "SPLIT_K": cfg.split_k}, fam))
+        else:  # the tall path of a split config: one program per tile sums its splits
+            tall += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
+    combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": _COMBINE_BLOCK_M, "BLOCK_N": _COMBINE_BLOCK_N},
+                fam) for c, fam in split for hb in (False, True)]
+    return [{"family": "matmul", "kernel": k, "configs": _unique(c)} for k, c in (
+        (mm_kernel, plain), (mm_splitk_partial_kernel, split), (mm_tall_kernel, tall), (splitk_combine_kernel, combine))]
+
+
+def _unique(pairs: list) -> list:
+    out: list = []
+    for p in pairs:
+        if p not in out:
+            out.append(p)
+    return out

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, scalar, tensor
+from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -123,6 +124,8 @@ def _launch(x, residual, weight, eps: float, gemma: bool):
     if x2.shape[0] > 0:
         cfg = select_config(H)
         mode = NO_WEIGHT if w is None else GEMMA_WEIGHT if gemma else PLAIN_WEIGHT
+        guard.check(rms_norm_kernel, (x2.shape[0],), HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode,
+                    BLOCK=cfg.block)
         rms_norm_kernel[(x2.shape[0],)](
             x2, r2 if r2 is not None else x2, w if w is not None else x2, y, r_out,
             H, float(eps),
@@ -147,3 +150,14 @@ def fused_add_rms_norm(
     """(rms_norm(x + residual), x + residual) with the sum kept in fp32 for the statistics, as vLLM's
     native op does. Functional: x and residual are not modified."""
     return _launch(x, residual, weight, eps, gemma)
+
+
+def verifier_catalog() -> list[dict]:
+    """The verifier's catalog of this module: every constexpr config `rms_norm`/`fused_add_rms_norm` can launch
+    (select_config's block for any hidden size: each power of two up to _MAX_BLOCK)."""
+    import dataclasses
+
+    cfgs = [select_config(1 << i) for i in range(_MAX_BLOCK.bit_length())]
+    return [{"family": "rms_norm", "kernel": rms_norm_kernel,
+             "configs": [({"BLOCK": c.block, "HAS_RESIDUAL": r, "WEIGHT_MODE": w}, dataclasses.asdict(c))
+                         for c in cfgs for r in (False, True) for w in (NO_WEIGHT, PLAIN_WEIGHT, GEMMA_WEIGHT)]}]

@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from verifier.contracts import contract, goal, tensor
+from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -46,6 +47,8 @@ _ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.x_ptr[x, :] == R.x_ptr[0, :]")
     params={"x_ptr": tensor(("M", "V"), ("stride_x", 1)), "y_ptr": tensor(("M", "V"), ("stride_y", 1))},
     grid=("M",),
     verif=[goal("row_invariance", same=("V",), pre=_ROW_PRE, post=("L.y_ptr[x, :] == R.y_ptr[0, :]",))],
+    symbolic=("BLOCK",),
+    assume=("BLOCK >= 1",),
 )
 @triton.jit
 def softmax_kernel(
@@ -86,6 +89,8 @@ def softmax_kernel(
     params={"x_ptr": tensor(("M", "V"), ("stride_x", 1)), "y_ptr": tensor(("M",), (1,))},
     grid=("M",),
     verif=[goal("row_invariance", same=("V",), pre=_ROW_PRE, post=("L.y_ptr[x] == R.y_ptr[0]",))],
+    symbolic=("BLOCK",),
+    assume=("BLOCK >= 1",),
 )
 @triton.jit
 def mean_kernel(
@@ -118,6 +123,7 @@ def _softmax(x: torch.Tensor, log: bool, dtype: torch.dtype | None) -> torch.Ten
     y = torch.empty(x2.shape, device=x.device, dtype=torch.float32 if x.device.type == "cpu" else out_dtype)
     if x2.numel() > 0:
         cfg = select_config(x2.shape[1])
+        guard.check(softmax_kernel, (x2.shape[0],), LOG=log, BLOCK=cfg.block)
         softmax_kernel[(x2.shape[0],)](
             x2, y, x2.shape[1], x2.stride(0), y.stride(0),
             LOG=log, BLOCK=cfg.block, num_warps=cfg.num_warps,
@@ -145,6 +151,20 @@ def mean_last_dim(x: torch.Tensor, keepdim: bool = False, dtype: torch.dtype | N
             y.fill_(float("nan"))
         else:
             cfg = select_config(x2.shape[1])
+            guard.check(mean_kernel, (x2.shape[0],), BLOCK=cfg.block)
             mean_kernel[(x2.shape[0],)](x2, y, x2.shape[1], x2.stride(0), BLOCK=cfg.block, num_warps=cfg.num_warps)
     shape = x.shape[:-1] + ((1,) if keepdim else ())
     return y.view(shape).to(out_dtype)
+
+
+def verifier_catalog() -> list[dict]:
+    """The verifier's catalog of this module: every constexpr config the softmax and mean wrappers can launch
+    (select_config's block for any row width: each power of two up to _MAX_BLOCK)."""
+    import dataclasses
+
+    blocks = [1 << i for i in range(_MAX_BLOCK.bit_length())]
+    cfgs = [select_config(b) for b in blocks]
+    soft = [({"BLOCK": c.block, "LOG": lg}, dataclasses.asdict(c)) for c in cfgs for lg in (False, True)]
+    mean = [({"BLOCK": c.block}, dataclasses.asdict(c)) for c in cfgs]
+    return [{"family": "softmax", "kernel": softmax_kernel, "configs": soft},
+            {"family": "softmax", "kernel": mean_kernel, "configs": mean}]

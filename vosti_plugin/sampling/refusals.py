@@ -18,8 +18,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from vosti_plugin import compat
-
 REFUSE_UNSEEDED_ENV = "VOSTI_REFUSE_UNSEEDED"
 _GREEDY_EPS = 1e-5   # vLLM's _SAMPLING_EPS: below it a request is sampled greedily
 
@@ -68,23 +66,20 @@ def refusals(params) -> list[Refusal]:
     return found
 
 
-class SamplingRefused(compat.validation_error_base(), ValueError):
-    """A request vosti will not serve; a ValueError (and vLLM's validation error) -> HTTP 400."""
+def __getattr__(name: str):
+    if name == "SamplingRefused":   # subclasses vLLM's validation error: defined in the vLLM adapter
+        from vosti_plugin.vllm.refusal_error import SamplingRefused
 
-    def __init__(self, refusal: Refusal) -> None:
-        base = compat.validation_error_base()
-        if base is ValueError:
-            ValueError.__init__(self, refusal.message())
-        else:
-            base.__init__(self, refusal.message(), parameter=refusal.parameter)
-        self.refusal = refusal
+        return SamplingRefused
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check(params) -> None:
     """Raise SamplingRefused for the first refused parameter of a SamplingParams (others pass)."""
-    from vllm.sampling_params import SamplingParams
+    from vosti_plugin.vllm import compat
+    from vosti_plugin.vllm.refusal_error import SamplingRefused
 
-    if not isinstance(params, SamplingParams):
+    if not isinstance(params, compat.sampling_params_class()):
         return
     found = refusals(params)
     if found:

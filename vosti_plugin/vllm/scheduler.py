@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 
-from vosti_plugin import compat
+from vosti_plugin.vllm import compat
 from vosti_plugin.kvcache.audit import audit_requested
-from vosti_plugin.kvcache.vllm_manager import VostiKVCacheManager
+from vosti_plugin.vllm.kv_manager import VostiKVCacheManager
 
 
 class _VostiScheduling:

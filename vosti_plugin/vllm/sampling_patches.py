@@ -1,6 +1,7 @@
-"""Put vosti's sampler in vLLM while vosti is selected, and take it out again (`uninstall()`).
+"""Put vosti's sampler in vLLM while vosti is selected, and take it out again (`uninstall()`): the
+`sampling` group of vosti_plugin.vllm.patches, whose replacements are made here.
 
-Patch inventory (each entry restored by `uninstall()`):
+What the group replaces:
 * `apply_top_k_top_p` in the modules of compat.TOP_K_TOP_P_MODULES -> rowwise.apply_top_k_top_p
   (V1 sampler and the V2 runner's sampler, which 0.26 uses on CUDA);
 * `TopKTopPSampler.__init__` -> stock init, then `forward` = vosti's (row-wise masks, vosti softmax,
@@ -20,21 +21,13 @@ from collections.abc import Iterator
 
 import torch
 
-from vosti_plugin import compat
 from vosti_plugin.sampling import generators, refusals, rowwise
 
 
-class _State:
-    def __init__(self) -> None:
-        self.patches: list[tuple[object, str, bool, object]] = []  # (owner, name, was_own_attr, stock)
-        self.installed = False
-
-
-_state = _State()
-
-
 def is_installed() -> bool:
-    return _state.installed
+    from vosti_plugin.vllm import patches
+
+    return patches.is_applied("sampling")
 
 
 # ---------------------------------------------------------------- sampler forward
@@ -61,7 +54,7 @@ def vosti_sampler_forward(self, logits, generators_by_row, k, p):
     return sampled, returned
 
 
-def _sampler_init(stock):
+def sampler_init(stock):
     @functools.wraps(stock)
     def __init__(self, *args, **kwargs):
         stock(self, *args, **kwargs)
@@ -89,10 +82,18 @@ class _TorchWithTieFreeTopk:
 _TORCH_PROXY = _TorchWithTieFreeTopk()
 
 
+def torch_with_tie_free_topk(stock):
+    return _TORCH_PROXY
+
+
+def module_uses_stock_torch(module) -> bool:
+    return getattr(module, "torch", None) is torch
+
+
 # ---------------------------------------------------------------- runner / input processor
 
 
-def _bookkeeping_sync(stock):
+def bookkeeping_sync(stock):
     @functools.wraps(stock)
     def bookkeeping_sync(self, *args, **kwargs):
         batch = self.input_batch
@@ -116,7 +117,7 @@ def _bookkeeping_sync(stock):
     return bookkeeping_sync
 
 
-def _validate_params(stock):
+def validate_params(stock):
     @functools.wraps(stock)
     def validate_params(self, params, *args, **kwargs):
         refusals.check(params)   # first, so vosti's reason is the one the client sees
@@ -128,58 +129,24 @@ def _validate_params(stock):
 # ---------------------------------------------------------------- install / uninstall
 
 
-def _patch(owner, name: str, replacement) -> None:
-    was_own = name in vars(owner)
-    stock = vars(owner).get(name)
-    setattr(owner, name, replacement)
-    _state.patches.append((owner, name, was_own, stock))
-
-
-def _patch_method(owner: type, name: str, make) -> None:
-    replacement = make(getattr(owner, name))
-    replacement._vosti = True
-    _patch(owner, name, replacement)
-
-
 def install() -> None:
     """Idempotent. Called with the dense ops in every process that runs vLLM under vosti."""
-    if _state.installed:
-        return
-    try:
-        for module in compat.importable_modules(compat.TOP_K_TOP_P_MODULES):
-            if hasattr(module, "apply_top_k_top_p"):
-                _patch(module, "apply_top_k_top_p", rowwise.apply_top_k_top_p)
-        for module in compat.importable_modules(compat.LOGPROB_TOPK_MODULES):
-            if getattr(module, "torch", None) is torch:
-                _patch(module, "torch", _TORCH_PROXY)
-        _patch_method(compat.topk_topp_sampler_class(), "__init__", _sampler_init)
-        _patch_method(compat.v1_model_runner_class(), "_bookkeeping_sync", _bookkeeping_sync)
-        _patch_method(compat.input_processor_class(), "_validate_params", _validate_params)
-    except BaseException:
-        _undo()
-        raise
-    _state.installed = True
+    from vosti_plugin.vllm import patches
 
-
-def _undo() -> None:
-    while _state.patches:
-        owner, name, was_own, stock = _state.patches.pop()
-        if was_own:
-            setattr(owner, name, stock)
-        else:
-            delattr(owner, name)
-    generators.forget()
+    patches.apply("sampling")
 
 
 def uninstall() -> None:
     """Stock vLLM sampling again (samplers built while installed keep vosti's forward)."""
-    _undo()
-    _state.installed = False
+    from vosti_plugin.vllm import patches
+
+    patches.undo("sampling")
+    generators.forget()
 
 
 @contextlib.contextmanager
 def installed() -> Iterator[None]:
-    already = _state.installed
+    already = is_installed()
     install()
     try:
         yield

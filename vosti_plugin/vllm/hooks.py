@@ -1,20 +1,17 @@
-"""The few places where vosti attaches to vLLM. Each wrapper defers to stock behaviour unless vosti
-was selected."""
+"""The `plugin` group of vosti_plugin.vllm.patches: what `register()` attaches to vLLM in every process.
+Each replacement defers to the stock code unless vosti was selected."""
 from __future__ import annotations
 
 import functools
 import os
 
-from vosti_plugin import compat, selection
+from vosti_plugin import selection
+from vosti_plugin.vllm import compat
 
 
-def _accept_vosti_name() -> None:
-    """`AttentionBackendEnum["VOSTI"]` resolves to CUSTOM (pointed at our backend)."""
+def accept_vosti_name(stock_getitem):
+    """AttentionBackendEnum["VOSTI"] resolves to CUSTOM (pointed at vosti's backend)."""
     enum = compat.attention_backend_enum()
-    meta = type(enum)
-    if getattr(meta.__getitem__, "_vosti", False):
-        return
-    stock_getitem = meta.__getitem__
 
     @functools.wraps(stock_getitem)
     def getitem(cls, name):
@@ -22,19 +19,11 @@ def _accept_vosti_name() -> None:
             return enum.CUSTOM
         return stock_getitem(cls, name)
 
-    getitem._vosti = True
-    meta.__getitem__ = getitem
+    return getitem
 
 
-def _cpu_platform_honours_custom() -> None:
+def cpu_honours_custom(stock):
     """The CPU platform ignores --attention-backend; let it honour CUSTOM when CUSTOM is vosti."""
-    try:
-        cpu = compat.cpu_platform_class()
-    except ImportError:
-        return
-    stock = cpu.get_attn_backend_cls
-    if getattr(stock, "_vosti", False):
-        return
     stock_fn = stock.__func__
     enum = compat.attention_backend_enum()
 
@@ -43,20 +32,15 @@ def _cpu_platform_honours_custom() -> None:
             return selection.BACKEND_PATH
         return stock_fn(cls, selected_backend, *args, **kwargs)
 
-    get_attn_backend_cls._vosti = True
-    cpu.get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    return classmethod(get_attn_backend_cls)
 
 
-def _engine_args_apply_vosti() -> None:
-    engine_args = compat.engine_args_class()
-    stock = engine_args.create_engine_config
-    if getattr(stock, "_vosti", False):
-        return
-
+def engine_args_apply_vosti(stock):
     @functools.wraps(stock)
     def create_engine_config(self, *args, **kwargs):
         requested = selection.requested_in_engine_args(self)
         if requested:
+            compat.require_supported_vllm()
             selection.prepare_engine_args(self)
         config = stock(self, *args, **kwargs)
         if requested or selection.selected_in_config(config):
@@ -65,14 +49,20 @@ def _engine_args_apply_vosti() -> None:
             selection.deactivate()
         return config
 
-    create_engine_config._vosti = True
-    engine_args.create_engine_config = create_engine_config
+    return create_engine_config
 
 
 def install() -> None:
-    compat.register_custom_backend(selection.BACKEND_PATH)
-    _accept_vosti_name()
-    _cpu_platform_honours_custom()
-    _engine_args_apply_vosti()
+    from vosti_plugin.vllm import patches
+
+    try:
+        patches.apply("plugin")
+    except Exception as exc:
+        unsupported = compat.unsupported_message(compat.vllm_version())
+        if unsupported is None:
+            raise
+        # Stock vLLM must keep working for everyone who has vosti installed but does not select it.
+        selection.logger.warning("%s; vosti is not loaded (%s: %s)", unsupported, type(exc).__name__, exc)
+        return
     if os.environ.get(selection.ACTIVE_ENV) == "1":
         selection.install_runtime()

@@ -21,11 +21,11 @@ import os
 from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
 from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager, SlidingWindowManager
 
-from vosti_plugin import compat
+from vosti_plugin.vllm import compat
 from vosti_plugin.kvcache.audit import KVCacheAuditError, ShadowAudit
 from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageKey, PrefixHitStats, PrefixMatch, rolling_hash
-from vosti_plugin.kvcache.request_pages import page_extras, page_tokens
-from vosti_plugin.kvcache.vllm_block_pool import VostiBlockPool
+from vosti_plugin.vllm.request_pages import page_extras, page_tokens
+from vosti_plugin.vllm.block_pool import VostiBlockPool
 
 
 MAX_REMEMBERED_MATCHES = 4096

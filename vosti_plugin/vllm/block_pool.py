@@ -13,10 +13,10 @@ from collections.abc import Iterable, Sequence
 from vllm.v1.core.block_pool import BlockPool
 from vllm.v1.core.kv_cache_utils import KVCacheBlock
 
-from vosti_plugin import compat
+from vosti_plugin.vllm import compat
 from vosti_plugin.kvcache.audit import ShadowAudit
 from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageKey
-from vosti_plugin.kvcache.request_pages import page_extras
+from vosti_plugin.vllm.request_pages import page_extras
 
 
 def registered_block_marker(page_hash: int, group: int) -> bytes:

@@ -1,0 +1,124 @@
+"""Runtime launch guard: a vosti kernel launch runs only with a constexpr config the verifier proved.
+
+Every launch wrapper of a catalog kernel module calls `check(kernel, grid, **constexprs)` right before its
+`kernel[grid](...)`, with the launch's own constexpr keywords; the verifier's launch-site pass checks that
+the call is there with the same expressions (obligation `launch-guard`), and the same pass proves the
+grid is the contract's grid and the `same` scalars are not taken from the batch. At run time the guard
+looks the (kernel, config) key up in a frozenset of the configs whose every goal is proved (and whose host
+module's launch check passed), built once from the cached catalog verification; an unproved launch raises
+UnprovedLaunch naming the kernel and config, before anything runs. No Z3 at run time.
+
+Armed by the launch check when it accepts a vosti launch (every process that runs vosti's kernels passes
+one) if ON_BY_DEFAULT or VOSTI_LAUNCH_GUARD=1; VOSTI_LAUNCH_GUARD=1 also arms a process at import;
+VOSTI_LAUNCH_GUARD=0 turns it off. Unarmed (a kernel called directly,
+outside a served engine), `check` returns at once.
+"""
+from __future__ import annotations
+
+import os
+
+ENV = "VOSTI_LAUNCH_GUARD"
+
+
+class UnprovedLaunch(RuntimeError):
+    """A kernel launch outside the verifier's proved set (raised before the launch runs)."""
+
+    def __init__(self, kernel: str, config: dict, why: str):
+        self.kernel, self.config = kernel, config
+        super().__init__(f"vosti launch guard: {kernel} with {config} is not proved: {why}; nothing was launched "
+                         f"(`vosti verify --kernel {kernel}` shows its proof)")
+
+
+_armed: bool = os.environ.get(ENV, "") == "1"
+_proved: frozenset | None = None
+_ranks: dict[str, int] = {}
+_passed: set = set()  # call-site keys already found in _proved (cleared when the proved set changes)
+
+
+def key(kernel: str, config: dict) -> tuple:
+    return (kernel, tuple(sorted(config.items())))
+
+
+def proved_keys(results) -> tuple[frozenset, dict[str, int]]:
+    """(kernel, config) keys whose every result row is proved, from verify_catalog() results; only kernels of
+    host modules whose launch check passed. Also each kernel's grid rank."""
+    from verifier.api import catalog_entries
+    from verifier.contracts import contract_of
+
+    ok: dict[tuple, bool] = {}
+    launch_ok: dict[str, bool] = {}
+    for r in results:
+        if r.kernel.startswith("launch:"):
+            launch_ok[r.kernel.split(":", 1)[1]] = r.status == "proved"
+            continue
+        k = key(r.kernel, r.config)
+        ok[k] = ok.get(k, True) and r.status == "proved"
+    ranks, keys = {}, set()
+    for e in catalog_entries():
+        fn = e["kernel"].fn
+        ranks[fn.__name__] = len(contract_of(e["kernel"]).grid)
+        if not launch_ok.get(fn.__module__.rsplit(".", 1)[-1], False):
+            continue
+        keys.update(k for cfg, _fam in e["configs"] if ok.get(k := key(fn.__name__, cfg), False))
+    return frozenset(keys), ranks
+
+
+def arm(results=None) -> None:
+    """Check every later launch in this process (results: verify_catalog() rows; default: the cached
+    verification of the installed kernel sources, run now if there is none)."""
+    global _armed, _proved, _ranks
+    if os.environ.get(ENV, "") == "0":
+        return
+    if results is None:
+        from verifier.api import cached_results, verify_catalog
+
+        results = cached_results()
+        if results is None:
+            results = verify_catalog()
+    _proved, _ranks = proved_keys(results)
+    _passed.clear()
+    _armed = True
+
+
+# On for every served engine once integration/gpu/launch_guard_cost.py shows it costs < 1 % of a decode step
+# on the H200; until then only with VOSTI_LAUNCH_GUARD=1.
+ON_BY_DEFAULT = False
+
+
+def arm_for_serving() -> None:
+    """Called by the launch check once it accepted a vosti launch in this process."""
+    if os.environ.get(ENV, "") == "0" or _armed:
+        return
+    # VOSTI_AUDIT=1 is not a trigger yet: tests/conftest.py sets it for the whole suite, and an armed guard
+    # outlives the engine in its process (in-process engines), refusing later tests' non-catalog configs;
+    # it becomes one together with a conftest fixture that disarms the guard after each test.
+    if ON_BY_DEFAULT or os.environ.get(ENV, "") == "1":
+        arm()
+
+
+def disarm() -> None:
+    global _armed
+    _armed = False
+
+
+def armed() -> bool:
+    return _armed
+
+
+def check(kernel, grid: tuple, **constexprs) -> None:
+    """Raise UnprovedLaunch unless `kernel` (a @triton.jit function) with these constexprs is proved."""
+    if not _armed:
+        return
+    if _proved is None:
+        arm()
+    site = (id(kernel), len(grid), *constexprs.items())  # keyword order is fixed per call site: no sort
+    if site in _passed:
+        return
+    name = kernel.fn.__name__
+    if (name, tuple(sorted(constexprs.items()))) not in _proved:
+        raise UnprovedLaunch(name, constexprs, "no proof covers this constexpr config (outside the catalog, or "
+                                               "a goal failed, or its host module's launch check failed)")
+    if len(grid) != _ranks.get(name, len(grid)):
+        raise UnprovedLaunch(name, constexprs, f"grid {grid} has {len(grid)} axes, the contract's grid "
+                                               f"{_ranks[name]}")
+    _passed.add(site)

@@ -1,0 +1,296 @@
+"""vLLM attention backend classes for vosti (vLLM 0.26 and 0.32; differences in vosti_plugin.vllm.compat).
+
+vLLM finds them at the public class path `vosti_plugin.attention.backend.VostiAttentionBackend`
+(vosti_plugin.selection.BACKEND_PATH), which is this module under a second name.
+
+One kernel path serves prefill, chunked prefill and decode; the launch config comes from the model
+geometry alone (see vosti_plugin.attention.config.select_config), never from the batch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from vosti_plugin.vllm import compat
+from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
+
+ensure_interpreter_without_gpu()
+
+from vosti_plugin.attention.config import select_config  # noqa: E402
+from vosti_plugin.attention.kv_write import write_kv  # noqa: E402
+from vosti_plugin.attention.paged_attention import (  # noqa: E402
+    num_kv_segments,
+    paged_attention,
+    split_workspace_numel,
+)
+from vosti_plugin.attention.sub_launch import deployment_path, run_in_launches  # noqa: E402
+
+(
+    _AttentionBackend,
+    _AttentionImpl,
+    _AttentionMetadataBuilder,
+    _AttentionCGSupport,
+    _AttentionType,
+) = compat.attention_metadata_base()
+
+BACKEND_NAME = "VOSTI"
+PAGE_SIZE_MULTIPLE = 16
+
+# Split-KV workspace budget per device. The split path (parallel over KV segments, fast decode) is used
+# when the largest CUDA-graph step fits in one launch; a larger (eager) step runs as several launches of
+# at most `capacity` tokens (vosti_plugin.attention.sub_launch, inside the kernel contract). Otherwise
+# every step takes the fused path. On CPU the Triton interpreter pays per program and the fused path runs
+# the fewest (no combine kernel): a vosti engine under memory pressure ran 58 s instead of 88 s.
+SPLIT_WORKSPACE_BYTES = {"cuda": 2 << 30, "cpu": 0}
+_WORKSPACES: dict = {}
+
+# Incremented on every forward of the vosti impl; tests read it to prove our code ran, not stock's.
+FORWARD_CALLS = {"attention": 0, "kv_write": 0, "attention_in_launches": 0}
+
+
+@dataclass
+class VostiAttentionMetadata:
+    num_actual_tokens: int
+    max_query_len: int
+    max_seq_len: int
+    query_start_loc: torch.Tensor
+    seq_lens: torch.Tensor
+    block_table: torch.Tensor
+    slot_mapping: torch.Tensor
+    # A static upper bound on any sequence length (max_model_len), so the launch grid does not
+    # depend on the batch and the kernel needs no host sync (CUDA graphs).
+    max_model_len: int
+    # Host copy of query_start_loc: plans a step too large for one split launch (eager steps only).
+    query_start_loc_cpu: torch.Tensor | None = None
+
+
+class VostiAttentionMetadataBuilder(_AttentionMetadataBuilder[VostiAttentionMetadata]):
+    _cudagraph_support: ClassVar = _AttentionCGSupport.UNIFORM_SINGLE_TOKEN_DECODE
+
+    def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
+        super().__init__(kv_cache_spec, layer_names, vllm_config, device)
+        self.max_model_len = vllm_config.model_config.max_model_len
+
+    def build_for_cudagraph_capture(self, common_attn_metadata):
+        metadata = self.build(0, common_attn_metadata)
+        metadata.seq_lens.fill_(1)
+        return metadata
+
+    def build(self, common_prefix_len, common_attn_metadata, fast_build: bool = False):
+        m = common_attn_metadata
+        return VostiAttentionMetadata(
+            num_actual_tokens=m.num_actual_tokens,
+            max_query_len=m.max_query_len,
+            max_seq_len=m.max_seq_len,
+            query_start_loc=m.query_start_loc,
+            seq_lens=m.seq_lens,
+            block_table=m.block_table_tensor,
+            slot_mapping=m.slot_mapping,
+            max_model_len=self.max_model_len,
+            query_start_loc_cpu=getattr(m, "query_start_loc_cpu", None),
+        )
+
+
+class VostiAttentionBackend(_AttentionBackend):
+    accept_output_buffer: bool = True
+    forward_includes_kv_cache_update: bool = False
+    supported_dtypes: ClassVar[list[torch.dtype]] = [torch.float16, torch.bfloat16, torch.float32]
+    supported_kv_cache_dtypes: ClassVar[list[str]] = ["auto"]
+
+    @staticmethod
+    def get_name() -> str:
+        return BACKEND_NAME
+
+    @staticmethod
+    def get_impl_cls():
+        return VostiAttentionImpl
+
+    @staticmethod
+    def get_builder_cls():
+        return VostiAttentionMetadataBuilder
+
+    @staticmethod
+    def get_supported_kernel_block_sizes(kv_cache_spec=None):
+        return [compat.multiple_of(PAGE_SIZE_MULTIPLE)]
+
+    @classmethod
+    def supports_block_size(cls, block_size: int | None) -> bool:
+        return block_size is None or block_size % PAGE_SIZE_MULTIPLE == 0
+
+    @classmethod
+    def get_supported_head_sizes(cls) -> list[int]:
+        from vosti_plugin.attention.config import SUPPORTED_HEAD_DIMS
+
+        return sorted(SUPPORTED_HEAD_DIMS)
+
+    @classmethod
+    def supports_sliding_window(cls) -> bool:
+        return True
+
+    @classmethod
+    def supports_batch_invariance(cls) -> bool:
+        return True
+
+    @classmethod
+    def supports_attn_type(cls, attn_type: str) -> bool:
+        return attn_type == _AttentionType.DECODER
+
+    @classmethod
+    def supports_compute_capability(cls, capability) -> bool:
+        return True
+
+    @staticmethod
+    def get_kv_cache_shape(num_blocks, block_size, num_kv_heads, head_size, cache_dtype_str="auto"):
+        # Only vLLM 0.26 asks; 0.32 uses this same standard logical layout for every backend.
+        if block_size % PAGE_SIZE_MULTIPLE != 0:
+            raise ValueError(f"vosti needs a page size that is a multiple of {PAGE_SIZE_MULTIPLE}, got {block_size}")
+        return (num_blocks, num_kv_heads, block_size, 2 * head_size)
+
+
+class VostiAttentionImpl(_AttentionImpl):
+    def __init__(
+        self,
+        num_heads: int,
+        head_size: int,
+        scale: float,
+        num_kv_heads: int,
+        alibi_slopes=None,
+        sliding_window: int | None = None,
+        kv_cache_dtype: str = "auto",
+        logits_soft_cap: float | None = None,
+        attn_type: str = "decoder",
+        kv_sharing_target_layer_name: str | None = None,
+        sinks: torch.Tensor | None = None,
+        **unsupported,
+    ) -> None:
+        refused = []
+        if alibi_slopes is not None:
+            refused.append("ALiBi slopes")
+        if sinks is not None:
+            refused.append("attention sinks")
+        if kv_cache_dtype != "auto":
+            refused.append(f"quantized KV cache ({kv_cache_dtype})")
+        if attn_type != _AttentionType.DECODER:
+            refused.append(f"attention type {attn_type}")
+        if unsupported.get("chunk_lookback", -1) not in (-1, None):
+            refused.append("chunk lookback")
+        if unsupported.get("use_alibi_sqrt"):
+            refused.append("ALiBi sqrt")
+        if refused:
+            raise ValueError("vosti attention does not support: " + ", ".join(refused))
+        self.num_heads = num_heads
+        self.head_size = head_size
+        self.scale = float(scale)
+        self.num_kv_heads = num_kv_heads
+        self.sliding_window = sliding_window
+        self.logits_soft_cap = logits_soft_cap or None
+        self.kv_cache_dtype = kv_cache_dtype
+        self.kv_sharing_target_layer_name = kv_sharing_target_layer_name
+        self.attn_type = attn_type
+        self._config = None
+        self._path = None
+        from vllm.config import get_current_vllm_config
+
+        vllm_config = get_current_vllm_config()
+        from vosti_plugin.launch.check import check_in_engine_process
+
+        check_in_engine_process(vllm_config, where="worker")
+        from vosti_plugin.launch.host_numerics import check_in_worker
+
+        check_in_worker(vllm_config)   # once per process: this host's kernels are lane-invariant
+        self.max_num_tokens = vllm_config.scheduler_config.max_num_batched_tokens
+        self.max_model_len = vllm_config.model_config.max_model_len
+        self.page_size = vllm_config.cache_config.block_size
+        # The largest step a CUDA graph may replay must be a single launch (its plan is fixed at capture).
+        cc = vllm_config.compilation_config
+        mode = getattr(cc, "cudagraph_mode", None)
+        graphs = mode is not None and getattr(mode, "name", str(mode)) != "NONE" \
+            and not vllm_config.model_config.enforce_eager
+        capture = getattr(cc, "max_cudagraph_capture_size", None) or 0
+        self.max_graph_tokens = (min(self.max_num_tokens, max(capture, vllm_config.scheduler_config.max_num_seqs))
+                                 if graphs else 1)
+        self._capacity = 0
+
+    def _launch_config(self, page_size: int, dtype: torch.dtype, device: torch.device):
+        if self._config is None:
+            self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
+            self._path, self._capacity = deployment_path(
+                max_num_tokens=self.max_num_tokens, max_graph_tokens=self.max_graph_tokens,
+                max_model_len=self.max_model_len, page_size=page_size, segment=self._config.segment,
+                num_q_heads=self.num_heads, head_dim=self.head_size,
+                limit_bytes=SPLIT_WORKSPACE_BYTES.get(device.type, SPLIT_WORKSPACE_BYTES["cpu"]))
+        return self._config
+
+    def _workspace(self, segments: int, device: torch.device):
+        """One persistent fp32 workspace per device, sized for the largest step (CUDA-graph safe)."""
+        numel = split_workspace_numel(self._capacity, self.num_heads, self.head_size, segments)
+        ws = _WORKSPACES.get(device)
+        if ws is None or ws.numel() < numel:
+            ws = torch.empty(numel, dtype=torch.float32, device=device)
+            _WORKSPACES[device] = ws
+        return ws
+
+    def _reserve_workspace(self, dtype: torch.dtype, device: torch.device) -> None:
+        """Profiling run: take the split workspace for the longest sequence now, so that vLLM's memory
+        profile counts it before the KV cache is sized (it is not freed afterwards)."""
+        page_size = self.page_size
+        if not page_size:
+            return
+        self._launch_config(page_size, dtype, device)
+        if self._path == "split":
+            pages = -(-self.max_model_len // page_size)
+            self._workspace(-(-(pages * page_size) // self._config.segment), device)
+
+    def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping) -> None:
+        if self.kv_sharing_target_layer_name is not None:
+            return
+        k_cache, v_cache = compat.split_kv_cache(kv_cache, self.head_size)
+        n = slot_mapping.shape[0]
+        write_kv(key[:n], value[:n], k_cache, v_cache, slot_mapping)
+        FORWARD_CALLS["kv_write"] += 1
+
+    def forward(
+        self,
+        layer,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        kv_cache: torch.Tensor,
+        attn_metadata: VostiAttentionMetadata | None,
+        output: torch.Tensor,
+        output_scale: torch.Tensor | None = None,
+        output_block_scale: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        if output_scale is not None or output_block_scale is not None:
+            raise NotImplementedError("vosti attention does not fuse output quantization")
+        if attn_metadata is None:  # profiling run
+            self._reserve_workspace(query.dtype, query.device)
+            return output.fill_(0)
+        n = attn_metadata.num_actual_tokens
+        k_cache, v_cache = compat.split_kv_cache(kv_cache, self.head_size)
+        q = query[:n].view(n, self.num_heads, self.head_size)
+        out = output[:n].view(n, self.num_heads, self.head_size)
+        page_size = kv_cache.shape[2]
+        config = self._launch_config(page_size, query.dtype, query.device)
+        workspace = None
+        if self._path == "split":
+            segments = num_kv_segments(attn_metadata.block_table, page_size, config.segment, self.max_model_len)
+            workspace = self._workspace(segments, query.device)
+
+        def launch(q, out, block_table, seq_lens, query_start_loc):
+            paged_attention(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, scale=self.scale,
+                            config=config, sliding_window=self.sliding_window, soft_cap=self.logits_soft_cap,
+                            max_seqlen_k=attn_metadata.max_model_len, workspace=workspace, path=self._path)
+
+        if self._path == "split" and n > self._capacity:
+            if attn_metadata.query_start_loc_cpu is None:
+                raise RuntimeError("vosti: a step larger than the split workspace needs query_start_loc_cpu")
+            run_in_launches(launch, q, out, attn_metadata.block_table, attn_metadata.seq_lens,
+                            attn_metadata.query_start_loc_cpu.tolist(), self._capacity)
+            FORWARD_CALLS["attention_in_launches"] += 1
+        else:
+            launch(q, out, attn_metadata.block_table, attn_metadata.seq_lens, attn_metadata.query_start_loc)
+        FORWARD_CALLS["attention"] += 1
+        return output

@@ -1,0 +1,101 @@
+"""LaunchFacts from a vLLM config, and the vLLM pieces the launch check needs (class paths, an offline
+config for `vosti verify --model`)."""
+from __future__ import annotations
+
+from vllm.platforms import current_platform
+from vllm.utils.import_utils import resolve_obj_by_qualname
+
+from vosti_plugin.launch.autotuning import autotuned_kernels
+from vosti_plugin.launch.facts import LaunchFacts
+
+
+def resolve_qualname(qualname: str):
+    """The object at a dotted class path, as vLLM resolves --scheduler-cls and backend paths."""
+    return resolve_obj_by_qualname(qualname)
+
+
+def build_vllm_config(model: str, vllm_args: list[str]):
+    """vLLM's own config for `vllm serve MODEL --attention-backend vosti ARGS`, built without an engine."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    from vosti_plugin import register, selection
+    from vosti_plugin.vllm import compat, patches
+
+    compat.require_supported_vllm()
+    register()
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    args = parser.parse_args(["--model", model, "--attention-backend", "vosti", *vllm_args])
+    engine_args = EngineArgs.from_cli_args(args)
+    selection.prepare_engine_args(engine_args)
+    stock_create = patches.original(EngineArgs, "create_engine_config")   # no activation: nothing runs
+    return stock_create(engine_args)
+
+
+def _name(x) -> str:
+    if x is None:
+        return ""
+    if isinstance(x, str):
+        return x
+    return f"{x.__module__}.{x.__qualname__}"
+
+
+def _built_scheduler(configured: str, async_scheduling: bool) -> str:
+    if not configured:
+        return ""
+    try:
+        cls = resolve_qualname(configured)
+    except Exception:   # reported by the scheduler obligation
+        return configured
+    class_built = getattr(cls, "class_built", None)
+    return _name(class_built(async_scheduling)) if class_built else configured
+
+
+def _dtype_name(dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def facts_from_vllm_config(vllm_config) -> LaunchFacts:
+    mc = vllm_config.model_config
+    cc = vllm_config.cache_config
+    sc = vllm_config.scheduler_config
+    pc = vllm_config.parallel_config
+    hf = mc.hf_text_config
+
+    window = getattr(hf, "sliding_window", None)
+    if getattr(hf, "use_sliding_window", True) is False:
+        window = None
+    autotuned = autotuned_kernels()
+    return LaunchFacts(
+        model=str(mc.model),
+        architecture=",".join(getattr(mc.hf_config, "architectures", None) or []),
+        dtype=_dtype_name(mc.dtype),
+        head_size=mc.get_head_size(),
+        num_q_heads=mc.get_num_attention_heads(pc),
+        num_kv_heads=mc.get_num_kv_heads(pc),
+        num_layers=mc.get_num_layers(pc),
+        hidden_size=mc.get_hidden_size(),
+        intermediate_size=int(getattr(hf, "intermediate_size", 0) or 0),
+        vocab_size=mc.get_vocab_size(),
+        sliding_window=window,
+        page_size=cc.block_size,
+        max_model_len=mc.max_model_len,
+        max_num_batched_tokens=sc.max_num_batched_tokens,
+        max_num_seqs=sc.max_num_seqs,
+        num_gpu_blocks=getattr(cc, "num_gpu_blocks", None),
+        platform=current_platform.device_type,
+        kv_cache_dtype=str(cc.cache_dtype),
+        scheduler_cls=_name(sc.scheduler_cls),
+        scheduler_built=_built_scheduler(_name(sc.scheduler_cls), bool(sc.async_scheduling)),
+        async_scheduling=bool(sc.async_scheduling),
+        cascade_attention=not bool(getattr(mc, "disable_cascade_attn", True)),
+        speculative=vllm_config.speculative_config is not None,
+        lora=vllm_config.lora_config is not None,
+        tensor_parallel=pc.tensor_parallel_size,
+        pipeline_parallel=pc.pipeline_parallel_size,
+        data_parallel=pc.data_parallel_size,
+        kv_transfer=vllm_config.kv_transfer_config is not None,
+        quantization=mc.quantization,
+        autotune=bool(autotuned),
+        extra={"autotuned_kernels": autotuned} if autotuned else {},
+    )

@@ -1,0 +1,269 @@
+"""Every attribute of vLLM that vosti replaces, in one table, and the one mechanism that puts them in
+and takes them out again.
+
+Groups (each applied and undone as a unit, last in first out):
+* `plugin`: applied by `vosti_plugin.register()` in every vLLM process; each replacement defers to the
+  stock code unless vosti was selected.
+* `ops`: while vosti runs the model (dense vLLM layers -> vosti's batch-invariant custom ops).
+* `sampling`: while vosti runs the model (batch-invariant sampler, per-request refusals).
+
+What vosti plugs in through vLLM's own extension points (no attribute replaced) is listed in
+`EXTENSIONS`, with the private state an adapter touches. `undo()` leaves vLLM exactly as it was:
+every owner's `__dict__` entry is the object it held before `apply()` (or absent again).
+
+`python3 -m vosti_plugin.vllm.patches` (or `vosti patches`) prints the inventory.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+GROUPS = ("plugin", "ops", "sampling")
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Patch:
+    group: str
+    owner: str             # "module" or "module:Class" (".__class__" names a metaclass)
+    attribute: str
+    why: str
+    undo: str
+    private: bool          # the replaced attribute (or the state it writes) is private to vLLM
+    make: Callable | None = None          # stock attribute -> replacement
+    applies: Callable | None = None       # owner -> bool; False: leave this owner alone
+    optional: bool = False                # the owner is absent on some releases/platforms
+
+    @property
+    def target(self) -> str:
+        return f"{self.owner}.{self.attribute}"
+
+
+@dataclass(frozen=True)
+class Extension:
+    """Something vosti plugs into vLLM without replacing an attribute of vLLM."""
+    point: str
+    what: str
+    private: str = ""      # private vLLM state the adapter reads or writes, if any
+
+
+_SETATTR_UNDO = "stock object set back into the owner's __dict__ (deleted if it was inherited)"
+
+
+def inventory() -> list[Patch]:
+    from vosti_plugin.vllm import compat, hooks, ops_layers, sampling_patches
+
+    registry = "vllm.v1.attention.backends.registry"
+    table = [
+        Patch("plugin", f"{registry}:AttentionBackendEnum.__class__", "__getitem__",
+              "AttentionBackendEnum['VOSTI'] (any case) resolves to CUSTOM, which points at vosti's backend",
+              _SETATTR_UNDO, private=True, make=hooks.accept_vosti_name),
+        Patch("plugin", "vllm.platforms.cpu:CpuPlatform", "get_attn_backend_cls",
+              "the CPU platform ignores --attention-backend; honour CUSTOM while CUSTOM is vosti",
+              _SETATTR_UNDO, private=False, make=hooks.cpu_honours_custom, optional=True),
+        Patch("plugin", "vllm.engine.arg_utils:EngineArgs", "create_engine_config",
+              "selecting vosti applies its engine arguments, runs the launch check and installs the runtime",
+              _SETATTR_UNDO, private=False, make=hooks.engine_args_apply_vosti),
+        Patch("ops", "vllm.model_executor.layers.linear:UnquantizedLinearMethod", "apply",
+              "every unquantized linear -> torch.ops.vosti.linear", _SETATTR_UNDO, private=False,
+              make=ops_layers.linear_apply),
+        Patch("ops", "vllm.model_executor.layers.linear:UnquantizedLinearMethod", "process_weights_after_loading",
+              "CPU: keep the plain weight (vLLM packs it for oneDNN/sgl and drops layer.weight)", _SETATTR_UNDO,
+              private=False, make=ops_layers.keep_plain_weight),
+        Patch("ops", "vllm.model_executor.layers.vocab_parallel_embedding:UnquantizedEmbeddingMethod", "apply",
+              "the lm_head -> torch.ops.vosti.linear", _SETATTR_UNDO, private=False, make=ops_layers.linear_apply),
+        Patch("ops", "vllm.model_executor.layers.vocab_parallel_embedding:UnquantizedEmbeddingMethod",
+              "process_weights_after_loading", "CPU: keep the plain lm_head weight", _SETATTR_UNDO,
+              private=False, make=ops_layers.keep_plain_weight),
+        Patch("ops", "vllm.model_executor.layers.layernorm:RMSNorm", "forward",
+              "RMSNorm (incl. fused residual add) -> torch.ops.vosti.rms_norm / fused_add_rms_norm",
+              _SETATTR_UNDO, private=False, make=ops_layers.rms_norm_forward),
+        Patch("ops", "vllm.model_executor.layers.layernorm:GemmaRMSNorm", "forward",
+              "Gemma's (1 + w) norm -> the same vosti ops (vLLM's batch-invariant mode misses it)",
+              _SETATTR_UNDO, private=False, make=ops_layers.gemma_rms_norm_forward),
+        Patch("ops", "vllm.model_executor.layers.activation:SiluAndMul", "forward",
+              "PyTorch's CPU elementwise kernels are not row invariant -> torch.ops.vosti.act_and_mul",
+              _SETATTR_UNDO, private=False, make=ops_layers.silu_and_mul_forward),
+        Patch("ops", "vllm.model_executor.layers.activation:GeluAndMul", "forward",
+              "gelu(tanh) and mul -> torch.ops.vosti.act_and_mul", _SETATTR_UNDO, private=False,
+              make=ops_layers.gelu_and_mul_forward),
+    ]
+    for module in compat.TOP_K_TOP_P_MODULES:
+        table.append(Patch(
+            "sampling", module, "apply_top_k_top_p",
+            "top-k/top-p masks row by row (stock sorts the batch; results depend on it)", _SETATTR_UNDO,
+            private=False, make=lambda stock: sampling_patches.rowwise.apply_top_k_top_p,
+            applies=lambda owner: hasattr(owner, "apply_top_k_top_p"), optional=True))
+    for module in compat.LOGPROB_TOPK_MODULES:
+        table.append(Patch(
+            "sampling", module, "torch",
+            "the module's torch with a tie-free topk (logprob top-n picks among ties by batch shape)",
+            _SETATTR_UNDO, private=False, make=sampling_patches.torch_with_tie_free_topk,
+            applies=sampling_patches.module_uses_stock_torch, optional=True))
+    table += [
+        Patch("sampling", "vllm.v1.sample.ops.topk_topp_sampler:TopKTopPSampler", "__init__",
+              "stock init, then forward = vosti's (row-wise masks, fp32 softmax, per-request noise)",
+              _SETATTR_UNDO + "; samplers built meanwhile keep vosti's forward", private=False,
+              make=sampling_patches.sampler_init),
+        Patch("sampling", "vllm.v1.worker.gpu_model_runner:GPUModelRunner", "_bookkeeping_sync",
+              "CPU generators of discarded rows restored from the state before the draw (stock rewind crashes)",
+              _SETATTR_UNDO, private=True, make=sampling_patches.bookkeeping_sync),
+        Patch("sampling", "vllm.v1.engine.input_processor:InputProcessor", "_validate_params",
+              "refuse per request (HTTP 400) what vosti cannot make deterministic, before the stock checks",
+              _SETATTR_UNDO, private=True, make=sampling_patches.validate_params),
+    ]
+    return table
+
+
+EXTENSIONS = (
+    Extension("vllm.general_plugins entry point", "vosti_plugin:register (applies the `plugin` group)"),
+    Extension("register_backend(AttentionBackendEnum.CUSTOM, ...)",
+              "CUSTOM -> vosti_plugin.attention.backend.VostiAttentionBackend; undo() restores the previous "
+              "override (or none)", private="registry._ATTN_OVERRIDES read to tell whether CUSTOM is vosti"),
+    Extension("--scheduler-cls", "vosti_plugin.scheduler.VostiScheduler (subclass of vLLM's Scheduler / "
+              "AsyncScheduler)", private="Scheduler.kv_cache_manager replaced after Scheduler.__init__"),
+    Extension("KVCacheManager subclass", "VostiKVCacheManager.adopt(stock): exact-prefix matching",
+              private="copies the stock manager's __dict__; rewires coordinator / single-type managers' block_pool; "
+                      "per sliding-window manager instance: get_num_skipped_tokens -> 0 and the admission cap "
+                      "(_max_admission_blocks_per_request on 0.26) -> None"),
+    Extension("BlockPool subclass", "VostiBlockPool: PageCache policy over the stock pool's blocks",
+              private="skips BlockPool.__init__ and sets its attributes by hand; KVCacheBlock.pool (0.32)"),
+)
+
+
+# ---------------------------------------------------------------- apply / undo
+
+
+@dataclass
+class _Applied:
+    patch: Patch
+    owner: object
+    raw: object        # vars(owner)[attribute] before, or _MISSING
+    stock: object      # getattr(owner, attribute) before (what callers of the stock code want)
+
+
+_applied: dict[str, list[_Applied]] = {g: [] for g in GROUPS}
+_custom_backend: dict[str, object] = {}
+
+
+def resolve_owner(owner: str):
+    """The module or class named by `owner`; ImportError/AttributeError if this vLLM lacks it."""
+    module_name, _, path = owner.partition(":")
+    obj = importlib.import_module(module_name)
+    for part in filter(None, path.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+def owners(patch: Patch) -> list:
+    try:
+        owner = resolve_owner(patch.owner)
+    except (ImportError, AttributeError):
+        if patch.optional:
+            return []
+        raise
+    return [owner] if patch.applies is None or patch.applies(owner) else []
+
+
+def is_applied(group: str) -> bool:
+    return bool(_applied[group]) or (group == "plugin" and bool(_custom_backend))
+
+
+def apply(group: str | None = None) -> None:
+    """Apply one group (or every group). A group already applied is left as it is."""
+    for g in (GROUPS if group is None else (group,)):
+        if is_applied(g):
+            continue
+        try:
+            if g == "plugin":
+                _register_custom_backend()
+            for patch in inventory():
+                if patch.group == g:
+                    for owner in owners(patch):
+                        _replace(patch, owner)
+        except BaseException:
+            undo(g)
+            raise
+
+
+def undo(group: str | None = None) -> None:
+    """Put back what `apply(group)` (or every apply) replaced, last in first out."""
+    for g in (reversed(GROUPS) if group is None else (group,)):
+        done = _applied[g]
+        while done:
+            entry = done.pop()
+            if entry.raw is _MISSING:
+                delattr(entry.owner, entry.patch.attribute)
+            else:
+                setattr(entry.owner, entry.patch.attribute, entry.raw)
+        if g == "plugin":
+            _restore_custom_backend()
+
+
+def original(owner, attribute: str):
+    """The stock attribute vosti replaced on `owner` (the current one if vosti did not replace it)."""
+    for done in _applied.values():
+        for entry in done:
+            if entry.owner is owner and entry.patch.attribute == attribute:
+                return entry.stock
+    return getattr(owner, attribute)
+
+
+def _replace(patch: Patch, owner) -> None:
+    raw = vars(owner).get(patch.attribute, _MISSING)
+    stock = getattr(owner, patch.attribute)
+    replacement = patch.make(stock)
+    setattr(owner, patch.attribute, replacement)
+    _applied[patch.group].append(_Applied(patch, owner, raw, stock))
+
+
+def _register_custom_backend() -> None:
+    from vosti_plugin import selection
+    from vosti_plugin.vllm import compat
+
+    _custom_backend["before"] = compat.custom_backend_path()
+    compat.register_custom_backend(selection.BACKEND_PATH)
+
+
+def _restore_custom_backend() -> None:
+    if not _custom_backend:
+        return
+    from vosti_plugin.vllm import compat
+
+    before = _custom_backend.pop("before")
+    if before is None:
+        compat.clear_custom_backend()
+    else:
+        compat.register_custom_backend(before)
+
+
+# ---------------------------------------------------------------- printing
+
+
+def inventory_table():
+    from rich.table import Table
+
+    table = Table(title="attributes of vLLM that vosti replaces (vosti_plugin.vllm.patches)")
+    for col in ("group", "owner", "attribute", "why", "undo", "private"):
+        table.add_column(col, overflow="fold")
+    for p in inventory():
+        table.add_row(p.group, p.owner, p.attribute, p.why, p.undo, "yes" if p.private else "no")
+    ext = Table(title="extension points vosti plugs into (nothing replaced)")
+    for col in ("extension point", "what", "private vLLM state touched"):
+        ext.add_column(col, overflow="fold")
+    for e in EXTENSIONS:
+        ext.add_row(e.point, e.what, e.private or "-")
+    return table, ext
+
+
+def print_inventory(console=None) -> None:
+    from rich.console import Console
+
+    console = console or Console(width=200)
+    for table in inventory_table():
+        console.print(table)
+
+
+if __name__ == "__main__":
+    print_inventory()
