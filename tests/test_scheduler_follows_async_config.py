@@ -47,7 +47,7 @@ def test_vllm_config_keeps_the_users_async_choice_and_vosti_scheduler(given, tin
 
 @pytest.mark.parametrize("async_scheduling", [True, False])
 def test_launch_facts_name_the_scheduler_the_engine_builds(async_scheduling):
-    from vosti_plugin.launch.facts import _built_scheduler
+    from vosti_plugin.vllm.launch_facts import _built_scheduler
 
     built = _built_scheduler(SCHEDULER_PATH, async_scheduling)
     expected = VostiAsyncScheduler if async_scheduling else VostiScheduler

@@ -176,12 +176,14 @@ def apply(group: str | None = None) -> None:
         if is_applied(g):
             continue
         try:
+            # Resolve (import) every owner before replacing anything: a module that re-exports a patched
+            # function (`from ... import apply_top_k_top_p`) and is first imported mid-apply would bind
+            # vosti's replacement as its "stock" attribute, and undo would then put vosti's back.
+            targets = [(patch, owner) for patch in inventory() if patch.group == g for owner in owners(patch)]
             if g == "plugin":
                 _register_custom_backend()
-            for patch in inventory():
-                if patch.group == g:
-                    for owner in owners(patch):
-                        _replace(patch, owner)
+            for patch, owner in targets:
+                _replace(patch, owner)
         except BaseException:
             undo(g)
             raise
