@@ -38,7 +38,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("VOSTI_AUDIT", "1")
-# Engines built through vosti_plugin.engine_presets skip torch.compile (3 min -> 30 s per CPU engine start);
+# Engines built through vosti_plugin.integration.engine_presets skip torch.compile (3 min -> 30 s per CPU engine start);
 # the compiled path is what `vosti demo` runs in .ci/run.
 os.environ.setdefault("VOSTI_ENFORCE_EAGER", "1")
 
@@ -77,7 +77,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def tiny_model_path(tmp_path_factory):
-    from vosti_plugin.model.tiny import ensure_tiny_model
+    from vosti_plugin.integration.tiny_model import ensure_tiny_model
 
     return str(ensure_tiny_model())
 

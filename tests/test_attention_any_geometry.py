@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from vosti_plugin.attention.config import AttentionLaunchConfig, next_power_of_two, select_config
-from vosti_plugin.attention.reference import (bitwise_equal, build_paged_batch, random_request,
-                                              reference_attention, run_paged_batch)
+from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch, random_request, run_paged_batch
+from vosti_plugin.integration.reference_attention import reference_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
@@ -55,7 +55,7 @@ LOGIT_ATOL = 2e-4
 def _model(tmp_path, queries_per_kv: int, head_dim: int):
     from safetensors.torch import save_file
 
-    from vosti_plugin.model.tiny import GEOMETRY, random_llama_weights
+    from vosti_plugin.integration.tiny_model import GEOMETRY, random_llama_weights
 
     kv_heads = 2
     geometry = dict(GEOMETRY, num_attention_heads=queries_per_kv * kv_heads, num_key_value_heads=kv_heads,
@@ -78,7 +78,7 @@ def test_vllm_serves_geometry_bitwise_and_matches_reference(tmp_path, queries_pe
     from transformers import LlamaForCausalLM
     from vllm import SamplingParams
 
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
 
     model = _model(tmp_path, queries_per_kv, head_dim)
     llm = build_llm(str(model), skip_tokenizer_init=True, max_num_batched_tokens=16)

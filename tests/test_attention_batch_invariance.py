@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vosti_plugin.attention.config import AttentionLaunchConfig
-from vosti_plugin.attention.reference import bitwise_equal, build_paged_batch, random_request, run_paged_batch
+from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch, random_request, run_paged_batch
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

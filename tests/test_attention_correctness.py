@@ -7,12 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vosti_plugin.attention.config import AttentionLaunchConfig, select_config
-from vosti_plugin.attention.reference import (
-    build_paged_batch,
-    random_request,
-    reference_attention,
-    run_paged_batch,
-)
+from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
+from vosti_plugin.integration.reference_attention import reference_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vosti_plugin.attention.kv_write import write_kv
-from vosti_plugin.attention.reference import bitwise_equal
+from vosti_plugin.attention.paged_batch import bitwise_equal
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -5,13 +5,8 @@ import torch
 import pytest
 
 from vosti_plugin.attention.config import AttentionLaunchConfig
-from vosti_plugin.attention.reference import (
-    bitwise_equal,
-    build_paged_batch,
-    random_request,
-    reference_attention,
-    run_paged_batch,
-)
+from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch, random_request, run_paged_batch
+from vosti_plugin.integration.reference_attention import reference_attention
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

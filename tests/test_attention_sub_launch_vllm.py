@@ -16,7 +16,7 @@ PROMPTS = ([(i * 37 + 11) % 500 + 3 for i in range(61)], [(i * 53 + 5) % 500 + 3
 
 @pytest.fixture(scope="module")
 def small_workspace_llm(tiny_model_path):
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
 
     saved = vosti_backend.SPLIT_WORKSPACE_BYTES["cpu"]
     vosti_backend.SPLIT_WORKSPACE_BYTES["cpu"] = LIMIT_BYTES

@@ -3,8 +3,8 @@ import os
 
 import pytest
 
-from integration.bench import modes as bench_modes
-from integration.harness import engine as harness_engine
+from vosti_plugin.integration.bench import modes as bench_modes
+from vosti_plugin.integration.harness import engine as harness_engine
 
 
 @pytest.mark.parametrize("mode", bench_modes.MODES)

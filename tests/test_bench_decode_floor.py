@@ -1,6 +1,6 @@
 """The HBM floor of the throughput bench: weights once per step plus the K/V each sequence's layers read."""
-from integration.bench.throughput import decode_floor_tok_s, kv_bytes_per_token, kv_bytes_read, weight_bytes
-from integration.harness.models import get, materialize
+from vosti_plugin.integration.bench.throughput import decode_floor_tok_s, kv_bytes_per_token, kv_bytes_read, weight_bytes
+from vosti_plugin.integration.harness.models import get, materialize
 
 
 def _config(name: str) -> dict:
@@ -33,7 +33,7 @@ def test_bench_model_resolution_registry_tiny_and_directory(tmp_path):
 
     import pytest
 
-    from integration.bench.throughput import resolve_model
+    from vosti_plugin.integration.bench.throughput import resolve_model
 
     path, geometry, load = resolve_model("gemma3-4b")
     assert load == "dummy" and geometry["sliding_window"] == 1024 and (path / "config.json").is_file()

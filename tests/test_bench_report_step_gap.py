@@ -1,6 +1,6 @@
 """The report's decode-step table: ms per step from the bench rows, and vosti's gap to vLLM default split
 into the part already there at context 0 and the part that grows with context."""
-from integration.bench.report import step_gap_markdown, step_ms
+from vosti_plugin.integration.bench.report import step_gap_markdown, step_ms
 
 
 def _row(batch, context, step_ms_value, tokens=128, method="cached"):
@@ -31,7 +31,7 @@ def test_no_table_without_default_or_vosti():
 
 
 def test_targets_table_counts_cells_meeting_each_target():
-    from integration.bench.report import targets_markdown
+    from vosti_plugin.integration.bench.report import targets_markdown
 
     def rows(decode, prefill):
         return [{**_row(b, c, 1000.0 * b / d), "prefill_tok_s": p}

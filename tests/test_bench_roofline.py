@@ -1,5 +1,5 @@
-"""integration.bench.roofline: percentages of HBM bandwidth from the kernel JSONs."""
-from integration.bench.roofline import attention_rows, gemm_rows
+"""vosti_plugin.integration.bench.roofline: percentages of HBM bandwidth from the kernel JSONs."""
+from vosti_plugin.integration.bench.roofline import attention_rows, gemm_rows
 
 
 def test_gemm_row_reports_weight_bytes_over_time_against_hbm():

@@ -4,10 +4,10 @@ import math
 
 from hypothesis import given, strategies as st
 
-from integration.harness.compare import compare_pair, tally
-from integration.harness.scale import CPU, GPU
-from integration.harness.views import decode, encode
-from vosti_plugin.evidence import StepLogits
+from vosti_plugin.integration.harness.compare import compare_pair, tally
+from vosti_plugin.integration.harness.scale import CPU, GPU
+from vosti_plugin.integration.harness.views import decode, encode
+from vosti_plugin.integration.evidence import StepLogits
 
 finite = st.floats(allow_nan=False, allow_infinity=True, width=32)
 steps = st.lists(st.tuples(st.integers(0, 511), st.lists(st.tuples(st.integers(0, 511), finite), min_size=1,
@@ -62,7 +62,7 @@ def test_gpu_scale_has_the_paper_sizes_and_cpu_scale_every_class():
 
 
 def test_chunk_neighbour_leaves_every_planned_prompt_split_across_steps():
-    from integration.harness.classes import neighbour_length
+    from vosti_plugin.integration.harness.classes import neighbour_length
 
     for scale in (CPU, GPU):
         for n in scale.chunk_lengths:

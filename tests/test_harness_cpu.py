@@ -1,16 +1,16 @@
 """End to end on CPU: vosti matches bit for bit in all four variation classes; stock vLLM ran too.
 
-Runs `integration.harness.run.compare` at the CPU scale (each mode in its own vLLM process; vosti's
+Runs `vosti_plugin.integration.harness.run.compare` at the CPU scale (each mode in its own vLLM process; vosti's
 kernels through Triton's interpreter): a few minutes."""
 import pytest
 
-from integration.harness.scale import CPU
+from vosti_plugin.integration.harness.scale import CPU
 
 pytestmark = pytest.mark.vllm
 
 
 def test_vosti_is_bitwise_deterministic_in_every_variation_class(tmp_path):
-    from integration.harness.run import compare
+    from vosti_plugin.integration.harness.run import compare
 
     summary = compare("cpu", ["vosti", "default"], ["tiny"], tmp_path, online=False)
     vosti, default = summary.row("tiny", "vosti"), summary.row("tiny", "default")

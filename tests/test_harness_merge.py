@@ -1,7 +1,7 @@
-"""integration.harness.merge: later runs fill in and override cells; classes no run compared stay empty."""
+"""vosti_plugin.integration.harness.merge: later runs fill in and override cells; classes no run compared stay empty."""
 import json
 
-from integration.harness.merge import markdown, merge_runs
+from vosti_plugin.integration.harness.merge import markdown, merge_runs
 
 
 def _run(tmp_path, name, rows):

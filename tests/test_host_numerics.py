@@ -27,7 +27,7 @@ ON_X86 = platform.machine() in ("x86_64", "AMD64")
 
 
 def tiny_facts(**overrides) -> LaunchFacts:
-    from vosti_plugin.model.tiny import GEOMETRY as G
+    from vosti_plugin.integration.tiny_model import GEOMETRY as G
 
     base = dict(model="tiny", architecture="LlamaForCausalLM", dtype="float32", head_size=G["head_dim"],
                 num_q_heads=G["num_attention_heads"], num_kv_heads=G["num_key_value_heads"],
@@ -58,7 +58,7 @@ _LANE_SWEEP = _RAW_BLAS_LANES + """
     import json, torch
     from vosti_plugin.ops import matmul
     from vosti_plugin.attention.config import AttentionLaunchConfig
-    from vosti_plugin.attention.reference import build_paged_batch, random_request, run_paged_batch
+    from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
     from vosti_plugin.attention.kv_write import write_kv
     torch.manual_seed(0)
     K, N = 192, 160
@@ -214,7 +214,7 @@ def test_tree_sum_and_max_of_a_row_ignore_its_neighbours(rows, n, seed):
 def test_engine_runs_the_self_test_and_certifies_it(tiny_model_path, tmp_path):
     from vllm import SamplingParams
 
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
 
     host_numerics.clear_cache()
     cert_path = tmp_path / "cert.json"

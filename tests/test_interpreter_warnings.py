@@ -31,7 +31,7 @@ def _runtime_warnings(fn) -> list[str]:
 
 def _vosti_attention_with_masked_rows():
     from vosti_plugin.attention.config import AttentionLaunchConfig
-    from vosti_plugin.attention.reference import build_paged_batch, random_request, run_paged_batch
+    from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
 
     # 3 query tokens in 2-token row blocks: the second block has a masked row (all scores -inf)
     config = AttentionLaunchConfig(block_q=2, block_m=4, block_n=4, segment=8, num_warps=4, num_stages=1)

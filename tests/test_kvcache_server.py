@@ -9,7 +9,7 @@ a 7-page pool, audit mode on through tests/conftest.py):
 - a bounded soak (mixed tenants, aborts mid-stream, client disconnects, preemption and eviction under the
   tiny pool): every completed request bitwise equal to its solo run, no page leaked after the drain.
   VOSTI_SOAK_REQUESTS=N runs a longer soak (default 12 requests); the same soak as a CLI:
-  `python -m integration.bench.kvcache_soak --requests N`.
+  `python -m vosti_plugin.integration.bench.kvcache_soak --requests N`.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from integration.bench.kvcache_soak import PAGE, run_soak, soak_table, vosti_server  # noqa: E402
-from integration.harness.online import completion_view  # noqa: E402
-from vosti_plugin.evidence import bitwise_equal  # noqa: E402
+from vosti_plugin.integration.bench.kvcache_soak import PAGE, run_soak, soak_table, vosti_server  # noqa: E402
+from vosti_plugin.integration.harness.online import completion_view  # noqa: E402
+from vosti_plugin.integration.evidence import bitwise_equal  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 

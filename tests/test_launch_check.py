@@ -12,13 +12,13 @@ pytestmark = pytest.mark.vllm
 
 
 def _start(model, **overrides):
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
 
     return build_llm(str(model), skip_tokenizer_init=True, **overrides)
 
 
 def _config_only_model(tmp_path, **geometry):
-    from vosti_plugin.model.tiny import GEOMETRY
+    from vosti_plugin.integration.tiny_model import GEOMETRY
 
     d = tmp_path / "model"
     d.mkdir()

@@ -117,7 +117,7 @@ def test_offline_fix_arguments_make_the_launch_check_pass(tiny_model_path, case)
     (dict(hidden_size=192, num_attention_heads=6, num_key_value_heads=4), "6 query heads over 4 KV heads"),
 ])
 def test_offline_unsupported_model_geometry_is_said_plainly(tmp_path, geometry, words):
-    from vosti_plugin.model.tiny import GEOMETRY
+    from vosti_plugin.integration.tiny_model import GEOMETRY
 
     (tmp_path / "config.json").write_text(json.dumps(dict(GEOMETRY, **geometry)))
     causes, statuses = _causes(tmp_path, ["--dtype", "float32"])

@@ -76,7 +76,7 @@ def test_launch_without_cached_proofs_verifies_the_catalog_once(tmp_path, monkey
     checks the launch-time path without a second cold proof of the whole catalog."""
     import shutil
 
-    from verifier.api import cached_results, default_cache_dir
+    from vosti_plugin.verifier.api import cached_results, default_cache_dir
 
     from vosti_plugin.launch.verified import unverified_configs
 

@@ -1,6 +1,10 @@
-"""Only vosti_plugin/vllm/ imports vLLM. Every other module of vosti_plugin reaches vLLM through it, and
-imports the adapter at module level only through `vosti_plugin.vllm.compat` (which imports vLLM inside
-its functions only) or as one of the public-path shims below."""
+"""Only vosti_plugin/vllm/ imports vLLM. Every other runtime module of vosti_plugin reaches vLLM through it,
+and imports the adapter at module level only through `vosti_plugin.vllm.compat` (which imports vLLM inside
+its functions only) or as one of the public-path shims below.
+
+The tooling in vosti_plugin/integration/ (demo, harness, benchmarks, tiny model, reference forward) drives
+vLLM as a user does, so it may import vLLM's API; the runtime never imports it (the CLI's commands load it
+on demand), and the verifier imports neither it nor vLLM."""
 from __future__ import annotations
 
 import ast
@@ -12,6 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTER = "vosti_plugin/vllm/"
+TOOLING = "vosti_plugin/integration/"
+FRONT_DOOR = {"vosti_plugin/cli.py"}   # its commands import the tooling they run, inside the command
 # Public class paths that must stay importable under their old names; each is the adapter module itself.
 SHIMS = {
     # vLLM's CUSTOM backend points at vosti_plugin.attention.backend.VostiAttentionBackend (selection.BACKEND_PATH);
@@ -71,9 +77,58 @@ def scan(root: Path) -> list[str]:
     found = []
     for path in sorted((root / "vosti_plugin").rglob("*.py")):
         rel = path.relative_to(root).as_posix()
-        if not rel.startswith(ADAPTER):
+        if not rel.startswith((ADAPTER, TOOLING)):
             found += violations(path.read_text(), rel)
     return found
+
+
+def tooling_imports(source: str, rel: str) -> list[str]:
+    """'file:line: why' for every import of the tooling package from a runtime module."""
+    return [f"{rel}:{node.lineno}: imports {name} (runtime code never imports {TOOLING})"
+            for node, _ in _walk(ast.parse(source, filename=rel)) for name in _imported_names(node)
+            if name == "vosti_plugin.integration" or name.startswith("vosti_plugin.integration.")]
+
+
+def scan_runtime_for_tooling(root: Path) -> list[str]:
+    found = []
+    for path in sorted((root / "vosti_plugin").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if not rel.startswith(TOOLING) and rel not in FRONT_DOOR:
+            found += tooling_imports(path.read_text(), rel)
+    return found
+
+
+def test_the_runtime_never_imports_the_tooling():
+    assert scan_runtime_for_tooling(ROOT) == []
+
+
+def test_a_tooling_import_in_a_runtime_module_is_named():
+    (found,) = tooling_imports("def f():\n    from vosti_plugin.integration.tiny_model import ensure_tiny_model\n",
+                               "vosti_plugin/launch/x.py")
+    assert found.startswith("vosti_plugin/launch/x.py:2: imports vosti_plugin.integration.tiny_model")
+
+
+def test_the_verifier_imports_neither_vllm_nor_the_adapter_nor_the_tooling():
+    bad = []
+    for path in sorted((ROOT / "vosti_plugin" / "verifier").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for node, _ in _walk(ast.parse(path.read_text(), filename=rel)):
+            bad += [f"{rel}:{node.lineno}: {n}" for n in _imported_names(node)
+                    if _is_vllm(n) or n.startswith(("vosti_plugin.vllm", "vosti_plugin.integration"))]
+    assert bad == []
+
+
+def test_only_namespaced_packages_are_shipped():
+    """setuptools installs what `packages.find` includes: only vosti_plugin and its subpackages, so
+    nothing generic (`verifier`, `integration`) lands at the top level of a deployment's environment."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    shipped = find_packages(str(ROOT), include=find["include"], exclude=find.get("exclude", ()))
+    assert shipped and {p.split(".")[0] for p in shipped} == {"vosti_plugin"}
+    assert {"vosti_plugin.verifier", "vosti_plugin.integration", "vosti_plugin.integration.harness"} <= set(shipped)
 
 
 def test_only_the_adapter_imports_vllm():

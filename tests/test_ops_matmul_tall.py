@@ -165,8 +165,8 @@ def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
 def test_verifier_proves_tall_kernel_row_invariance_and_refuses_an_m_dependent_split():
     import inspect
 
-    from verifier.api import verify_kernel
-    from verifier.contracts import contract_of
+    from vosti_plugin.verifier.api import verify_kernel
+    from vosti_plugin.verifier.contracts import contract_of
 
     spec = contract_of(matmul.mm_tall_kernel)
     source = inspect.getsource(matmul.mm_tall_kernel.fn)

@@ -14,7 +14,7 @@ LOGIT_ATOL = 2e-4  # fp32 throughout; only summation orders differ from transfor
 
 @pytest.fixture(scope="module")
 def llm_with_vosti_ops(tiny_model_path):
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
     from vosti_plugin.ops import install
 
     install.install_for_vllm()

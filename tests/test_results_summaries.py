@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from integration.bench import report as bench_report
-from integration.harness import report as harness_report
-from integration.harness.merge import markdown, merge_runs
-from integration.results import summarize
+from vosti_plugin.integration.bench import report as bench_report
+from vosti_plugin.integration.harness import report as harness_report
+from vosti_plugin.integration.harness.merge import markdown, merge_runs
+from vosti_plugin.integration import summarize_run as summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "integration" / "results"

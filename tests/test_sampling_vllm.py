@@ -21,7 +21,7 @@ MAX_TOKENS = 4
 
 
 def _cases():
-    from integration.sampling_cases import cases
+    from vosti_plugin.integration.sampling_cases import cases
 
     return cases()
 
@@ -32,7 +32,7 @@ def _prompt(i: int) -> list[int]:
 
 
 def _params(name: str, i: int):
-    from integration.sampling_cases import sampling_params
+    from vosti_plugin.integration.sampling_cases import sampling_params
 
     return sampling_params(_cases()[name], seed=1000 + i, max_tokens=MAX_TOKENS)
 
@@ -76,7 +76,7 @@ _MODES = ["raw_logits", "raw_logprobs", "processed_logits", "processed_logprobs"
 @pytest.fixture(scope="module", params=_MODES if os.environ.get("VOSTI_SAMPLING_TEST_MODES") == "all" else _MODES[:1])
 def served(request, tiny_model_path):
     """(engine, logprobs mode, each case alone)."""
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
 
     llm = build_llm(
         tiny_model_path, max_num_batched_tokens=BUDGET, max_num_seqs=64, logprobs_mode=request.param

@@ -37,7 +37,7 @@ def _prompts() -> list[list[int]]:
 
 @pytest.fixture(scope="module", params=["VostiScheduler", "VostiAsyncScheduler"])
 def pressured_llm(request, tiny_model_path):
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
 
     engine = build_llm(
         tiny_model_path,

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from verifier.api import verify_kernel
-from verifier.contracts import contract_of
-from verifier.launch import check_module, obligations
+from vosti_plugin.verifier.api import verify_kernel
+from vosti_plugin.verifier.contracts import contract_of
+from vosti_plugin.verifier.launch import check_module, obligations
 
 CORPUS = Path(__file__).parent / "verifier_corpus"
 ROOT = Path(__file__).parent.parent

@@ -6,8 +6,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from verifier import fingerprint
-from verifier.api import catalog_entries, catalog_modules
+from vosti_plugin.verifier import fingerprint
+from vosti_plugin.verifier.api import catalog_entries, catalog_modules
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,10 +28,10 @@ def test_catalog_is_the_kernel_modules_own():
 def test_fingerprint_covers_the_kernel_modules_and_what_they_import_only():
     names = set(fingerprint.closure(catalog_modules()))
     assert set(catalog_modules()) <= names
-    assert {"vosti_plugin.attention.config", "vosti_plugin.triton_mode", "verifier.contracts"} <= names
+    assert {"vosti_plugin.attention.config", "vosti_plugin.triton_mode", "vosti_plugin.verifier.contracts"} <= names
     assert not {n for n in names if "vllm" in n or n.endswith(("scheduler", "backend", "hooks_into_vllm"))}, names
-    assert {"verifier.smt", "verifier.relational", "verifier.launch"} <= set(fingerprint.closure(("verifier.api",)))
-    assert "verifier.bench" not in fingerprint.closure(("verifier.api",))
+    assert {"vosti_plugin.verifier.smt", "vosti_plugin.verifier.relational", "vosti_plugin.verifier.launch"} <= set(fingerprint.closure(("vosti_plugin.verifier.api",)))
+    assert "vosti_plugin.verifier.bench" not in fingerprint.closure(("vosti_plugin.verifier.api",))
 
 
 def _digest(tmp_path, name, source):
@@ -57,15 +57,15 @@ def test_verifier_docstrings_and_comments_do_not_change_the_fingerprint_code_doe
             return x + 1
     '''
     code = base.replace("x + 1", "x + 2")
-    assert _digest(tmp_path, "verifier.rules", base) == _digest(tmp_path, "verifier.rules", redoc)
-    assert _digest(tmp_path, "verifier.rules", base) != _digest(tmp_path, "verifier.rules", code)
+    assert _digest(tmp_path, "vosti_plugin.verifier.rules", base) == _digest(tmp_path, "vosti_plugin.verifier.rules", redoc)
+    assert _digest(tmp_path, "vosti_plugin.verifier.rules", base) != _digest(tmp_path, "vosti_plugin.verifier.rules", code)
     # kernel modules: results quote their lines, so any edit there counts
     assert _digest(tmp_path, "vosti_plugin.k", base) != _digest(tmp_path, "vosti_plugin.k", redoc)
 
 
 def test_fingerprint_imports_neither_torch_nor_vllm():
     code = ("import sys; sys.modules['vllm'] = None\n"
-            "from verifier.api import _fingerprint\n"
+            "from vosti_plugin.verifier.api import _fingerprint\n"
             "assert _fingerprint(None)\n"
             "assert 'torch' not in sys.modules and 'triton' not in sys.modules, sorted(sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,

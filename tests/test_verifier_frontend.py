@@ -1,8 +1,8 @@
 """The frontend accepts the Triton subset and rejects anything else with the kernel name and the line."""
 import pytest
 
-from verifier.frontend import Unsupported, kernel_from_source
-from verifier import ir
+from vosti_plugin.verifier.frontend import Unsupported, kernel_from_source
+from vosti_plugin.verifier import ir
 
 HEADER = "import triton\nimport triton.language as tl\n@triton.jit\n"
 

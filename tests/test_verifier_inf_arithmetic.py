@@ -6,7 +6,7 @@ depends on the process's earlier Z3 work; see the issue 19 closing note)."""
 import sys
 from pathlib import Path
 
-from verifier.api import verify_kernel
+from vosti_plugin.verifier.api import verify_kernel
 
 ROOT = Path(__file__).resolve().parent.parent
 

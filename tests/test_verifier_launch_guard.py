@@ -7,9 +7,9 @@ import inspect
 import pytest
 import torch
 
-from verifier.api import catalog_entries, verify_catalog
-from verifier.launch import check_module_source
-from verifier.report import Result
+from vosti_plugin.verifier.api import catalog_entries, verify_catalog
+from vosti_plugin.verifier.launch import check_module_source
+from vosti_plugin.verifier.report import Result
 from vosti_plugin.attention import config as attention_config
 from vosti_plugin.attention import kv_write, paged_attention
 from vosti_plugin.launch import guard

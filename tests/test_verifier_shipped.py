@@ -8,8 +8,8 @@ from hypothesis import given, settings, strategies as st
 
 from vosti_plugin.attention import kv_write, paged_attention
 from vosti_plugin.ops import activation, matmul, rmsnorm, softmax
-from verifier.api import results_json, results_table, verify_catalog, verify_kernel
-from verifier.contracts import contract_of
+from vosti_plugin.verifier.api import results_json, results_table, verify_catalog, verify_kernel
+from vosti_plugin.verifier.contracts import contract_of
 
 
 def _entry(entries, name):
@@ -78,8 +78,8 @@ def test_attention_without_the_masked_tile_guard_is_rejected():
     row (the guard `where(tile_live, new, old)` removed) -> the verifier names the broken obligation."""
     import inspect
 
-    from verifier.check import check_goal
-    from verifier.frontend import kernel_from_source
+    from vosti_plugin.verifier.check import check_goal
+    from vosti_plugin.verifier.frontend import kernel_from_source
 
     entry = paged_attention.verifier_catalog()[0]
     kernel, spec = entry["kernel"], contract_of(entry["kernel"])
@@ -103,7 +103,7 @@ def test_every_catalog_kernel_carries_its_contract_right_above_its_jit():
     """Contracts are written next to the kernels: the `@contract(...)` decorator opens the kernel's source."""
     import inspect
 
-    from verifier.api import catalog_entries
+    from vosti_plugin.verifier.api import catalog_entries
 
     entries = catalog_entries()
     assert {e["kernel"].fn.__name__ for e in entries} >= {
@@ -120,8 +120,8 @@ def test_every_catalog_kernel_carries_its_contract_right_above_its_jit():
 def test_act_and_mul_reading_another_row_is_rejected():
     import inspect
 
-    from verifier.check import check_goal
-    from verifier.frontend import kernel_from_source
+    from vosti_plugin.verifier.check import check_goal
+    from vosti_plugin.verifier.frontend import kernel_from_source
     from vosti_plugin.ops import activation
 
     kernel = activation.act_and_mul_kernel
@@ -140,7 +140,7 @@ def test_act_and_mul_reading_another_row_is_rejected():
 
 
 def test_cold_catalog_time_is_reported(tmp_path):
-    """`python -m verifier.bench` verifies into an empty cache and prints the cold and cached times (the
+    """`python -m vosti_plugin.verifier.bench` verifies into an empty cache and prints the cold and cached times (the
     whole-catalog number is a benchmark, not a timed test: here one small kernel keeps the test short)."""
     import json
     import subprocess
@@ -148,7 +148,7 @@ def test_cold_catalog_time_is_reported(tmp_path):
     from pathlib import Path
 
     out_json = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "verifier.bench", "--kernel", "mean_kernel", "--workers", "1",
+    proc = subprocess.run([sys.executable, "-m", "vosti_plugin.verifier.bench", "--kernel", "mean_kernel", "--workers", "1",
                            "--json", str(out_json)], capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parent.parent)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -163,8 +163,8 @@ def test_kv_write_store_without_head_mask_is_rejected_for_some_catalog_block():
     lanes past num_kv_heads write outside the token's slot, and the write frame names it."""
     import inspect
 
-    from verifier.check import check_goal
-    from verifier.frontend import kernel_from_source
+    from vosti_plugin.verifier.check import check_goal
+    from vosti_plugin.verifier.frontend import kernel_from_source
     from vosti_plugin.attention import kv_write
 
     kernel = kv_write._write_kv_kernel

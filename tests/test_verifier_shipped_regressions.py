@@ -6,10 +6,10 @@ import inspect
 
 import pytest
 
-from verifier.api import catalog_entries
-from verifier.check import check_goal
-from verifier.contracts import contract_of
-from verifier.frontend import kernel_from_source
+from vosti_plugin.verifier.api import catalog_entries
+from vosti_plugin.verifier.check import check_goal
+from vosti_plugin.verifier.contracts import contract_of
+from vosti_plugin.verifier.frontend import kernel_from_source
 
 from tests.verifier_corpus.shipped_regressions import REGRESSIONS
 

@@ -4,7 +4,7 @@ still proved by Z3, and symbolic constexprs range over the catalog's value combi
 import z3
 from hypothesis import given, settings, strategies as st
 
-from verifier.smt import Prover, matched_instances
+from vosti_plugin.verifier.smt import Prover, matched_instances
 
 X, Y, Z = z3.Ints("x y z")
 _ATOMS = [X < Y, Y < Z, X + Y == Z, X == 2 * Z, Z >= 3, X - Z <= 1, Y % 3 == 1, X >= 0]
@@ -64,8 +64,8 @@ def test_contradictory_hypotheses_are_found_even_after_models_were_kept():
 def test_contradictory_precondition_fails_instead_of_proving_vacuously():
     from dataclasses import replace
 
-    from verifier.api import verify_kernel
-    from verifier.contracts import contract_of
+    from vosti_plugin.verifier.api import verify_kernel
+    from vosti_plugin.verifier.contracts import contract_of
     from vosti_plugin.ops import softmax
 
     goal = contract_of(softmax.mean_kernel).verif[0]

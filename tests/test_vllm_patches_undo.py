@@ -64,7 +64,7 @@ def test_vosti_engine_then_undo_restores_every_patched_attribute(stock_vllm, tin
     import vosti_plugin
     from vosti_plugin import selection
     from vosti_plugin.attention import backend as vosti_backend
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
     from vosti_plugin.ops.calls import calls
     from vosti_plugin.vllm import compat, patches
 

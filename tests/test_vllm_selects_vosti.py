@@ -28,7 +28,7 @@ def _scheduler(llm):
 
 @pytest.fixture(scope="module")
 def vosti_llm(tiny_model_path):
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
 
     llm = build_llm(tiny_model_path, max_num_batched_tokens=64)
     yield llm
@@ -84,7 +84,7 @@ def test_without_vosti_vllm_stays_stock(vosti_llm, tiny_model_path):
     from vllm import SamplingParams
     from vllm.v1.core.sched.scheduler import Scheduler
 
-    from vosti_plugin.engine_presets import build_llm
+    from vosti_plugin.integration.engine_presets import build_llm
     from vosti_plugin.scheduler import VostiScheduler
 
     stock = build_llm(tiny_model_path, vosti=False)

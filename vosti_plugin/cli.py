@@ -23,7 +23,7 @@ def demo(
     max_tokens: int = typer.Option(8, help="tokens to generate per prompt"),
 ) -> None:
     """Start vLLM with the vosti backend, run prompts alone and batched, show raw logits are bitwise equal."""
-    from vosti_plugin.demo import run_demo
+    from vosti_plugin.integration.demo import run_demo
 
     rows = run_demo(model=model, max_tokens=max_tokens, console=console)
     bad = [r for r in rows if not r.equal]
@@ -99,7 +99,7 @@ def verify(
     failed = False
     summary = []
     if model is None or kernel is not None:
-        from verifier.api import results_json, verify_catalog
+        from vosti_plugin.verifier.api import results_json, verify_catalog
 
         if kernel is not None and not matches_a_kernel(kernel):
             _usage_error(f"unknown kernel {kernel!r}; known kernels: {known_kernels_text()}")
@@ -134,7 +134,7 @@ def verify(
 @app.command()
 def model(path: Optional[Path] = typer.Argument(None, help="where to write it (default: cache dir)")) -> None:
     """Create (if needed) the bundled tiny model and print its path."""
-    from vosti_plugin.model.tiny import ensure_tiny_model
+    from vosti_plugin.integration.tiny_model import ensure_tiny_model
 
     console.print(str(ensure_tiny_model(path)))
 
@@ -148,7 +148,7 @@ def patches() -> None:
 
 
 def _mount_compare() -> None:
-    from integration.harness.cli import compare
+    from vosti_plugin.integration.harness.cli import compare
 
     app.command("compare", help="Determinism harness: vosti vs stock vLLM on the four variation classes.")(compare)
 
@@ -157,7 +157,7 @@ _mount_compare()
 
 
 def _mount_bench() -> None:
-    from integration.bench.cli import bench
+    from vosti_plugin.integration.bench.cli import bench
 
     app.command("bench", help="Throughput: vosti vs stock vLLM (default, BI) vs cached context, one process per mode.")(bench)
 

@@ -2,8 +2,8 @@
 
 Each module exports `verifier_catalog() -> [{"family", "kernel", "configs": [(constexprs, launch-config
 fields)]}]`: every constexpr config its launch wrappers can run, and the @contract'ed kernel it runs. The
-verifier reads this list (`verifier.api.catalog_modules`); its proof-cache fingerprint is the import closure
-of these modules (verifier/fingerprint.py); the runtime launch guard checks each launch against the configs
+verifier reads this list (`vosti_plugin.verifier.api.catalog_modules`); its proof-cache fingerprint is the import closure
+of these modules (vosti_plugin/verifier/fingerprint.py); the runtime launch guard checks each launch against the configs
 proved for them (vosti_plugin/launch/guard.py).
 """
 KERNEL_MODULES = (

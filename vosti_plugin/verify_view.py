@@ -16,7 +16,7 @@ STYLE = {"proved": "green", "failed": "red", "unsupported": "yellow"}
 
 def known_kernels() -> dict[str, list[str]]:
     """family -> names `--kernel` can select: the catalog's kernels, and launch:<module> per kernel module."""
-    from verifier.api import catalog_entries
+    from vosti_plugin.verifier.api import catalog_entries
 
     families: dict[str, list[str]] = {}
     modules: list[str] = []

@@ -168,7 +168,8 @@ def _environment(torch, device, smoke) -> dict:
 
 class PropertyChecks:
     def __init__(self, torch, device: str, smoke: bool) -> None:
-        from vosti_plugin.attention import reference
+        from vosti_plugin.attention import paged_batch as reference
+        from vosti_plugin.integration.reference_attention import reference_attention
         from vosti_plugin.attention.config import AttentionLaunchConfig, select_config
         from vosti_plugin.attention.kv_write import write_kv
 
@@ -176,6 +177,7 @@ class PropertyChecks:
         self.device = device
         self.smoke = smoke
         self.ref = reference
+        self.reference_attention = reference_attention
         self.write_kv = write_kv
         self.sizes = SMOKE_SIZES if smoke else GPU_SIZES
         if smoke:
@@ -279,7 +281,7 @@ class PropertyChecks:
             q = request.queries if take is None else request.queries[take]
             pos = request.positions() if take is None else request.positions()[take.cpu()]
             got = out if take is None else out[take]
-            expected = self.ref.reference_attention(
+            expected = self.reference_attention(
                 q, request.keys, request.values, pos, scale=geometry.head_dim ** -0.5,
                 sliding_window=geometry.window, soft_cap=geometry.soft_cap,
             )

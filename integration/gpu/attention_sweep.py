@@ -18,7 +18,7 @@ What it does, within --budget-s (JSON is rewritten after every candidate, so a c
      decode: batch 1/4/16 x context 1K/8K/16K -> GB/s of K+V read and % of 4.3 TB/s;
      prefill: 2K/8K tokens -> TFLOP/s, plus torch SDPA on dense K/V of the same shape for reference;
   4. checks the shipped config and the best candidates: bitwise equality of rows computed alone vs inside a
-     mixed 4-sequence batch, split vs fused path, and an fp64 reference (vosti_plugin.attention.reference)
+     mixed 4-sequence batch, split vs fused path, and an fp64 reference (vosti_plugin.integration.reference_attention)
      within tolerance; then, informational, whether configs that differ from shipped only in block_m /
      num_warps / num_stages (same block_n and segment) give the shipped config's bits;
   5. prints the best candidate per case next to the shipped config (both paths), and the best single
@@ -498,9 +498,11 @@ class Checker:
     (bitwise), against the fp64 reference (tolerance), and its batch rows vs another config's (bitwise)."""
 
     def __init__(self, plan: Plan, geometry: Geometry, device: str) -> None:
-        from vosti_plugin.attention import reference
+        from vosti_plugin.attention import paged_batch as reference
+        from vosti_plugin.integration.reference_attention import reference_attention
 
         self.ref = reference
+        self.reference_attention = reference_attention
         self.plan, self.geometry, self.device = plan, geometry, device
         sizes = plan.check
         requests = [reference.random_request(kv, q, geometry.q_heads, geometry.kv_heads, geometry.head_dim,
@@ -555,7 +557,7 @@ class Checker:
                 gen = torch.Generator().manual_seed(index)
                 pick = torch.randperm(target.q_len, generator=gen)[: plan.check.reference_rows]
                 rows = torch.cat([pick, torch.tensor([0, target.q_len - 1])]).unique()
-            expected = ref.reference_attention(target.queries[rows.to(device)], target.keys, target.values,
+            expected = self.reference_attention(target.queries[rows.to(device)], target.keys, target.values,
                                                target.positions()[rows], scale=geometry.head_dim ** -0.5,
                                                sliding_window=geometry.window)
             err = (got[rows.to(device)].double() - expected).abs()

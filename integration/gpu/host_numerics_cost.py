@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from integration.harness import models
+from vosti_plugin.integration.harness import models
 from vosti_plugin.launch import host_numerics
 from vosti_plugin.launch.facts import LaunchFacts
 
@@ -61,7 +61,7 @@ def main() -> None:
         for name in args.models.split(","):
             rows.append(measure(name, facts_for(models.get(name).config, "cuda", "bfloat16")))
     else:
-        from vosti_plugin.model.tiny import GEOMETRY
+        from vosti_plugin.integration.tiny_model import GEOMETRY
         from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
         ensure_interpreter_without_gpu()

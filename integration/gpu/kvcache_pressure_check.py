@@ -96,13 +96,13 @@ class _ScheduleTimer:
 
 
 def run(args) -> dict:
-    from vosti_plugin.engine_presets import has_gpu, llm_kwargs, prepare_environment
+    from vosti_plugin.integration.engine_presets import has_gpu, llm_kwargs, prepare_environment
 
     prepare_environment(in_process=True)
     os.environ["VOSTI_AUDIT"] = "1" if args.audit else "0"
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")
-    from integration.harness import models
-    from integration.harness.weights import redraw
+    from vosti_plugin.integration.harness import models
+    from vosti_plugin.integration.harness.weights import redraw
 
     spec = models.get(args.model)
     config = dict(spec.config) if spec.config else None

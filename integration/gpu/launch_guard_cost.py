@@ -79,12 +79,12 @@ def main() -> int:
     att_cfg = attention_config.select_config(D, QH, KH, g["page"], dtype)
 
     proofs = "cached"
-    from verifier.api import cached_results
+    from vosti_plugin.verifier.api import cached_results
 
     results = cached_results()
     if results is None:
-        from verifier.api import catalog_entries
-        from verifier.report import Result
+        from vosti_plugin.verifier.api import catalog_entries
+        from vosti_plugin.verifier.report import Result
 
         proofs = "none cached: every catalog config marked proved (lookup cost only)"
         results = [Result(e["kernel"].fn.__name__, c, "g", "proved", "", 0, "", 0.0)

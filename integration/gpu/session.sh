@@ -16,24 +16,24 @@ ctx=${CONTEXTS:-0,1024,8192,16384}
 bat=${BATCHES:-4}
 case "$step" in
   smoke)
-    timeout 400 python3 -m integration.bench.throughput --mode vosti --model "$mdl" --contexts 1024 --batches 4 \
+    timeout 400 python3 -m vosti_plugin.integration.bench.throughput --mode vosti --model "$mdl" --contexts 1024 --batches 4 \
       --decode-tokens 32 --out "$out/smoke_vosti.json" 2>&1 | tee "$out/smoke.log" | grep -v "^INFO\|^(EngineCore" | tail -40 ;;
   bench)
     for m in ${BENCH_MODES:-vosti default bi}; do
-      timeout ${MODE_TIMEOUT:-280} python3 -m integration.bench.throughput --mode $m --model "$mdl" --contexts "$ctx" \
+      timeout ${MODE_TIMEOUT:-280} python3 -m vosti_plugin.integration.bench.throughput --mode $m --model "$mdl" --contexts "$ctx" \
         --batches "$bat" --decode-tokens ${DECODE:-128} --out "$out/tp_${mdl}_$m.json" > "$out/tp_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; grep -E '^\{|startup|Error|error' "$out/tp_${mdl}_$m.log" | tail -8
     done
-    python3 -m integration.bench.report --throughput "$out"/tp_${mdl}_*.json --out "$out" ;;
+    python3 -m vosti_plugin.integration.bench.report --throughput "$out"/tp_${mdl}_*.json --out "$out" ;;
   agentic)
     for m in ${BENCH_MODES:-vosti default bi}; do
-      timeout ${MODE_TIMEOUT:-250} python3 -m integration.bench.agentic --mode $m --model "$mdl" \
+      timeout ${MODE_TIMEOUT:-250} python3 -m vosti_plugin.integration.bench.agentic --mode $m --model "$mdl" \
         ${AGENTIC_ARGS:-} --out "$out/ag_${mdl}_$m.json" > "$out/ag_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; tail -3 "$out/ag_${mdl}_$m.log"
     done
-    python3 -m integration.bench.report --agentic "$out"/ag_${mdl}_*.json --out "$out" ;;
+    python3 -m vosti_plugin.integration.bench.report --agentic "$out"/ag_${mdl}_*.json --out "$out" ;;
   harness)
-    timeout ${HARNESS_TIMEOUT:-560} python3 -m integration.harness.cli --scale gpu --models "$mdl" \
+    timeout ${HARNESS_TIMEOUT:-560} python3 -m vosti_plugin.integration.harness.cli --scale gpu --models "$mdl" \
       --modes ${MODES:-vosti,default,bi-flash} --per-gpu ${PER_GPU:-1} ${HARNESS_ARGS:-} --out "$out/harness" 2>&1 | tail -40 ;;
   profile)
     for m in ${PROFILE_MODES:-vosti vosti-sync}; do

@@ -5,7 +5,7 @@ v[0..p] (a causal prefix) in tiles of BLOCK_N; the contract is prefix equivalenc
 position in two launches with different query/key lengths (prefill vs decode, chunking) and equal
 v on [0, p] give equal outputs.
 """
-from verifier.contracts import goal, tensor
+from vosti_plugin.verifier.contracts import goal, tensor
 
 PARAMS = {"v": tensor(("KL",), (1,)), "q": tensor(("QL",), (1,)), "o": tensor(("QL",), (1,))}
 PREFIX = goal(

@@ -3,7 +3,7 @@ grouping depends on the batch; verify_kernel refuses the autotuner rather than p
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rows import GRID, PARAMS, ROW
 

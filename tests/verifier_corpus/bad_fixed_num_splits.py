@@ -3,7 +3,7 @@ size, and with it the summation grouping of a row, follows the sequence length."
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rowsum import GRID, PARAMS, PREFIX
 

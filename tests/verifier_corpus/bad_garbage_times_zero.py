@@ -3,7 +3,7 @@ past the length they are whatever memory holds (inf or NaN possible), and 0 * Na
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "read-equal-region"
 CONFIGS = [{"BLOCK": 64}]

@@ -8,7 +8,7 @@ through the load of v, which is the line the verifier names."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rowsum import GRID, PARAMS, PREFIX
 

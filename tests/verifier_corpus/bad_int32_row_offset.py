@@ -3,7 +3,7 @@ it wraps once the rows before this one hold 2**31 elements, and the program read
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rows import CONFIGS, GRID, PARAMS, ROW
 

@@ -3,7 +3,7 @@ the pointer; for a large batch it wraps to another token's row."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "int-overflow"
 CONFIGS = [{"DB": 64}]

@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rows import GRID, PARAMS, ROW
 

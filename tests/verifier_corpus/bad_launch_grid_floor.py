@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "launch-grid"
 LAUNCH = True

@@ -3,7 +3,7 @@ and the extra tiles are not exact no-ops (masked values are added as zeros)."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal
+from vosti_plugin.verifier.contracts import contract, goal
 
 from tests.verifier_corpus._rowsum import GRID, PARAMS
 

@@ -4,7 +4,7 @@ the row before page 0's first slot, another request's data: outside the valid sl
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "write-frame"
 CONFIGS = [{"D": 64, "PAGE": 16}]

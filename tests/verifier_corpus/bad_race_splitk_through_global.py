@@ -3,7 +3,7 @@
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "read-after-write"
 CONFIGS = [{"BLOCK": 64, "SPLITS": 4}]

@@ -3,7 +3,7 @@ prefill row reads keys after its own position."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rowsum import GRID, PARAMS, PREFIX
 

@@ -3,7 +3,7 @@ another program of the same launch may already have overwritten."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "read-after-write"
 CONFIGS = [{"BLOCK": 64}]

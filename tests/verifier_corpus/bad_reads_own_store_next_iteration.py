@@ -3,9 +3,9 @@ output, read back from global memory (a store-then-load through memory, not a re
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
-from verifier.contracts import goal
+from vosti_plugin.verifier.contracts import goal
 
 from tests.verifier_corpus._rows import CONFIGS, GRID, PARAMS, ROW
 

@@ -2,7 +2,7 @@
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "store-in-bounds"
 CONFIGS = [{"BLOCK": 64}]

@@ -3,7 +3,7 @@ batches use half-width chunks, which regroups the sum of a row."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "read-equal-region"
 CONFIGS = [{"BLOCK": 64}]

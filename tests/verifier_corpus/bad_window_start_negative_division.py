@@ -3,7 +3,7 @@ Triton truncates toward zero where the verifier's arithmetic would round down.""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 EXPECT = "int-division"
 CONFIGS = [{"BLOCK": 16, "W": 64}]

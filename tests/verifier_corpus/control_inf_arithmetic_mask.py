@@ -5,7 +5,7 @@ away. The -inf then flows through max / exp as in the where-masked kernel (exp(-
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rowsum import GRID, PARAMS, PREFIX
 

@@ -3,7 +3,7 @@ launches use the same one."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 CONFIGS = [{"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "PRECISION": "ieee"}]
 

@@ -3,7 +3,7 @@ by exact zeros; the contract declares the sequence's values finite, so 0 * v is 
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 CONFIGS = [{"BLOCK": 64}]
 OBLIGATIONS = {"coverage", "read-equal-region", "loop-invariant"}

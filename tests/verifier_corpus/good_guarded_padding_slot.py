@@ -3,7 +3,7 @@ non-negative, where Triton's truncating // and % agree with rounding down."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 CONFIGS = [{"D": 64, "PAGE": 16}]
 OBLIGATIONS = {"int-overflow", "store-in-bounds", "write-frame"}

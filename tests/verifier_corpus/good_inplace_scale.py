@@ -3,7 +3,7 @@ same iteration, so no load sees another program's store."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 CONFIGS = [{"BLOCK": 64}]
 OBLIGATIONS = {"coverage", "read-equal-region", "read-after-write"}

@@ -3,7 +3,7 @@ wrap; column offsets stay int32 below the row length."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rows import CONFIGS, GRID, PARAMS, ROW
 

@@ -3,7 +3,7 @@ mask and `other=0.0`, so no garbage meets the zero weights."""
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 CONFIGS = [{"BLOCK": 64}]
 OBLIGATIONS = {"coverage", "read-equal-region", "loop-invariant"}

@@ -3,7 +3,7 @@ program t % NUM_PROGS), each tile's K loop runs k0 = 0, BLOCK_K, ... in order wh
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 
 CONFIGS = [{"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "NUM_PROGS": 8}]
 _TILE = "(x // BLOCK_M) * cdiv(N, BLOCK_N) + e1 // BLOCK_N"

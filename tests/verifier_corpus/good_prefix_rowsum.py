@@ -3,7 +3,7 @@ tile holding no key of a row leaves that row's state unchanged by selection (not
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract
+from vosti_plugin.verifier.contracts import contract
 
 from tests.verifier_corpus._rowsum import GRID, PARAMS, PREFIX
 

@@ -6,14 +6,14 @@ import torch
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
 
 
-# Relational contract, proved by `vosti verify` (verifier/).  slot_write: token t of the left launch and
+# Relational contract, proved by `vosti verify` (vosti_plugin/verifier/).  slot_write: token t of the left launch and
 # token u of the right launch with equal key/value rows and valid slots store equal bits into their own
 # slots, whatever the batch (T, other tokens, slot numbers).  writes_only_its_slots: every store lands in
 # a valid (>= 0) slot named by slot_mapping[0:T] (other pages, shared prefix pages included, keep their

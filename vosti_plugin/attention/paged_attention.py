@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, scalar, tensor
+from vosti_plugin.verifier.contracts import contract, goal, scalar, tensor
 from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import use_lane_invariant_interpreter
 from vosti_plugin.attention.config import AttentionLaunchConfig, next_power_of_two
@@ -41,7 +41,7 @@ _SEQ_SCAN_CHUNK = 128
 LaunchPath = Literal["split", "fused"]
 
 
-# Relational contracts, proved by `vosti verify` (verifier/) for every config of the catalog.
+# Relational contracts, proved by `vosti verify` (vosti_plugin/verifier/) for every config of the catalog.
 # A query row x of sequence sL (left launch) and a row y of sequence sR (right launch) at the same absolute
 # position p, with equal q rows and equal logical K/V on the row's visible range [lo(p), p] (read through
 # each side's own block table; lo(p) = max(0, p - window + 1) with a window, else 0), get bitwise equal

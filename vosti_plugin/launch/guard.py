@@ -42,8 +42,8 @@ def key(kernel: str, config: dict) -> tuple:
 def proved_keys(results) -> tuple[frozenset, dict[str, int]]:
     """(kernel, config) keys whose every result row is proved, from verify_catalog() results; only kernels of
     host modules whose launch check passed. Also each kernel's grid rank."""
-    from verifier.api import catalog_entries
-    from verifier.contracts import contract_of
+    from vosti_plugin.verifier.api import catalog_entries
+    from vosti_plugin.verifier.contracts import contract_of
 
     ok: dict[tuple, bool] = {}
     launch_ok: dict[str, bool] = {}
@@ -70,7 +70,7 @@ def arm(results=None) -> None:
     if os.environ.get(ENV, "") == "0":
         return
     if results is None:
-        from verifier.api import cached_results, verify_catalog
+        from vosti_plugin.verifier.api import cached_results, verify_catalog
 
         results = cached_results()
         if results is None:

@@ -173,7 +173,7 @@ def _dense_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
 
 def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
     from vosti_plugin.attention.config import select_config
-    from vosti_plugin.attention.reference import build_paged_batch, random_request, run_paged_batch
+    from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
 
     config = select_config(f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, dtype)
     heads = (f.num_q_heads, f.num_kv_heads)
@@ -301,52 +301,3 @@ def check_in_worker(vllm_config) -> HostNumericsResult:
                                         len(result.probes), result.seconds, result.device, result.dtype)
         record_in_certificate(vllm_config, result)
     return result
-
-
-def _has_gpu() -> bool:
-    return torch.cuda.is_available()
-
-
-def main(model: str = "", vllm_args: "list[str] | None" = None) -> int:
-    """Run the self-test for `model` (default: the bundled tiny model) as `vllm serve MODEL
-    --attention-backend vosti ARGS` would configure it, print every probe, and return 0 if it passed."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from vosti_plugin.launch.facts import facts_from_vllm_config
-    from vosti_plugin.launch.offline import build_vllm_config
-    from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
-
-    ensure_interpreter_without_gpu()
-    if not model:
-        from vosti_plugin.model.tiny import ensure_tiny_model
-
-        model = str(ensure_tiny_model())
-    args = list(vllm_args or [])
-    if not any(a.startswith("--dtype") for a in args) and not _has_gpu():
-        args += ["--dtype", "float32"]          # what a CPU deployment runs (see the `dtype` obligation)
-    f = facts_from_vllm_config(build_vllm_config(model, args))
-    result = run_self_test(f)
-    table = Table(title=f"{OBLIGATION} self-test: {f.model} ({result.device}, {result.dtype})")
-    table.add_column("probe")
-    table.add_column("bitwise equal at every position")
-    for p in result.probes:
-        table.add_row(p.name, "yes" if p.ok else "NO: " + "; ".join(p.differing))
-    console = Console(width=max(100, Console().width))
-    console.print(table)
-    console.print(f"{'passed' if result.ok else 'FAILED'}: {len(result.probes)} probes in {result.seconds:.3f} s")
-    if not result.ok:
-        console.print(f"fix: {FIX.get(result.device, FIX['cuda'])}")
-    return 0 if result.ok else 1
-
-
-if __name__ == "__main__":
-    import sys
-
-    import typer
-
-    def _cli(model: str = typer.Option("", help="model directory (default: the bundled tiny model)"),
-             vllm_args: list[str] = typer.Argument(None, help="vLLM engine arguments, as for `vllm serve`")):
-        raise typer.Exit(main(model, vllm_args))
-
-    typer.run(_cli)

@@ -56,7 +56,7 @@ _proof_views: dict[str, tuple[frozenset, frozenset]] = {}   # by proof-cache dir
 def _proof_view() -> tuple[frozenset, frozenset]:
     """(proved, catalog) as sets of (family, sorted config items), computed once per process and kernel
     sources: building them walks the whole catalog (seconds), and every engine start asks."""
-    from verifier.api import _fingerprint, cached_results, catalog_entries, default_cache_dir, proved_configs
+    from vosti_plugin.verifier.api import _fingerprint, cached_results, catalog_entries, default_cache_dir, proved_configs
 
     fp = f"{default_cache_dir()}|{_fingerprint(None) or ''}"
     if fp in _proof_views:

@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor
 from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 

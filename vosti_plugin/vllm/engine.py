@@ -1,5 +1,5 @@
 """vLLM engine objects for vosti's tooling (demo, presets, harness): the offline `LLM` and its
-`SamplingParams`. vosti_plugin.engine_presets chooses the settings."""
+`SamplingParams`. vosti_plugin.integration.engine_presets chooses the settings."""
 from __future__ import annotations
 
 

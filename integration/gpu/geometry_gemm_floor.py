@@ -1,0 +1,117 @@
+"""Decode GEMMs of every served geometry against the weight-read floor, on a CUDA GPU (#18).
+
+    python integration/gpu/geometry_gemm_floor.py --out DIR [--m 1,4,16] [--geometries a,b] [--cpu-smoke]
+
+For each geometry in vosti_plugin.integration.geometries, the per-layer GEMMs (qkv, o, gate_up, down; the
+lm_head once) in bf16 at decode batch M: vosti's `linear` with the config the geometry rule selects, cuBLAS
+(`torch.matmul`), and the floor = weight bytes / 4.3 TB/s (H200 copy rate). Timed under CUDA graphs over
+rotating weight copies larger than L2, as vLLM runs decode (dense_bench's timer). Target: vosti <= 1.3x the
+floor for M <= 16. Writes DIR/geometry_gemm_floor.json and prints a table; exit 0 always (a measurement).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from integration.gpu import dense_bench  # noqa: E402
+from vosti_plugin.integration.geometries import GEOMETRIES  # noqa: E402
+
+TARGET = 1.3
+
+
+def layer_shapes(config: dict) -> dict[str, tuple[int, int]]:
+    """name -> (N, K) of the weight of each GEMM one decode step runs (qkv with bias or not is the same GEMM)."""
+    c = config.get("text_config", config)
+    hidden, heads, kv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    head_dim = c.get("head_dim") or hidden // heads
+    return {"qkv": ((heads + 2 * kv) * head_dim, hidden), "o": (hidden, heads * head_dim),
+            "gate_up": (2 * c["intermediate_size"], hidden), "down": (hidden, c["intermediate_size"]),
+            "lm_head": (c["vocab_size"], hidden)}
+
+
+def measure(names: list[str], ms: list[int]) -> list[dict]:
+    from vosti_plugin.ops import matmul
+
+    rows, seen = [], {}
+    print(f"  {'geometry':18s} {'gemm':8s} {'N':>6s} {'K':>6s} {'M':>3s} {'split':>5s} {'vosti_us':>9s} "
+          f"{'cublas_us':>9s} {'floor_us':>8s} {'v/floor':>7s} target", flush=True)
+    for name in names:
+        for gemm, (N, K) in layer_shapes(GEOMETRIES[name]).items():
+            cfg = matmul.select_config(N, K, torch.bfloat16)
+            for M in ms:
+                key = (N, K, M)
+                if key not in seen:
+                    ws, wbytes = dense_bench._weights(N, K)
+                    x = torch.randn(M, K, device=dense_bench.DEVICE).bfloat16()
+                    v = dense_bench._graph_time_us(lambda i: matmul.linear(x, ws[i]), len(ws))
+                    c = dense_bench._graph_time_us(lambda i: torch.matmul(x, ws[i].t()), len(ws))
+                    seen[key] = (v, c, wbytes / dense_bench.HBM_BYTES_PER_S * 1e6)
+                    del ws, x
+                    if dense_bench.DEVICE == "cuda":
+                        torch.cuda.empty_cache()
+                v, c, floor = seen[key]
+                target = ("OK" if v <= TARGET * floor else "MISS") if M <= 16 else "-"
+                rows.append(dict(geometry=name, gemm=gemm, N=N, K=K, M=M, config=vars(cfg), vosti_us=v,
+                                 cublas_us=c, floor_us=floor, vosti_over_floor=v / floor, target=target))
+                print(f"  {name:18s} {gemm:8s} {N:6d} {K:6d} {M:3d} {cfg.split_k:5d} {v:9.1f} {c:9.1f} "
+                      f"{floor:8.1f} {v / floor:7.2f} {target}", flush=True)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--m", default="1,4,16", help="decode batch sizes")
+    ap.add_argument("--geometries", default="", help="comma-separated names (default: all)")
+    ap.add_argument("--cpu-smoke", action="store_true", help="one tiny geometry on CPU, M = 1 (script logic only)")
+    args = ap.parse_args()
+    names = [n for n in args.geometries.split(",") if n] or list(GEOMETRIES)
+    unknown = sorted(set(names) - set(GEOMETRIES))
+    if unknown:
+        ap.error(f"unknown geometries {unknown}; known: {', '.join(GEOMETRIES)}")
+    ms = [int(m) for m in args.m.split(",")]
+    if args.cpu_smoke:
+        dense_bench.DEVICE = "cpu"
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+        GEOMETRIES["cpu-smoke"] = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                   "head_dim": 16, "intermediate_size": 128, "vocab_size": 256}
+        names, ms = ["cpu-smoke"], [1]
+        dense_bench._graph_time_us = _cpu_time_us
+    elif not torch.cuda.is_available():
+        print("no CUDA GPU: use --cpu-smoke on CPU", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    rows = measure(names, ms)
+    decode = [r for r in rows if r["M"] <= 16]
+    summary = {"rows": len(rows), "decode_rows": len(decode), "target_x_floor": TARGET,
+               "decode_within_target": sum(r["target"] == "OK" for r in decode),
+               "worst": max(decode, key=lambda r: r["vosti_over_floor"], default=None),
+               "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+               "seconds": round(time.perf_counter() - t0, 1)}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "geometry_gemm_floor.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    print(f"decode GEMMs within {TARGET}x of the floor: {summary['decode_within_target']}/{len(decode)}; "
+          f"worst {summary['worst']['geometry'] if summary['worst'] else '-'} "
+          f"{summary['worst']['gemm'] if summary['worst'] else ''} "
+          f"{summary['worst']['vosti_over_floor'] if summary['worst'] else 0:.2f}x", flush=True)
+    return 0
+
+
+def _cpu_time_us(fn_per_copy, n_copies: int, reps: int = 1) -> float:
+    t = time.perf_counter()
+    fn_per_copy(0)
+    return (time.perf_counter() - t) * 1e6
+
+
+if __name__ == "__main__":
+    sys.exit(main())

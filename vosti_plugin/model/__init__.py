@@ -1,1 +1,0 @@
-"""Models vosti ships or describes: the bundled tiny Llama and config.json geometries for the GPU."""

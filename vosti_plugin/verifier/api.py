@@ -1,0 +1,427 @@
+"""Public API of the kernel verifier.
+
+    verify_kernel(kernel, contract, config)   one kernel x one config x its goal(s) -> ObligationReport
+    verify_catalog(kernel=None, cache_dir=None, progress=None) -> list[Result]
+        every shipped kernel x every config of its catalog x its goals, cached by source hash + config
+    catalog_plan(kernel=None) -> (groups, rejected rows): the proof work verify_catalog does
+    results_table(results) / results_json(results)
+    proved_configs() -> [(family, config items)] of the catalog configs whose every goal is proved
+
+Configs that differ only in constexprs the contract keeps symbolic share one proof (the Z3 queries range
+over all their values), so the unit of work is a group: kernel x goal x values of the other constexprs.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from vosti_plugin.verifier import ir
+from vosti_plugin.verifier.check import check_goal
+from vosti_plugin.verifier.contracts import Contract, Goal, contract_of
+from vosti_plugin.verifier.frontend import Unsupported, kernel_from_function, kernel_from_source
+from vosti_plugin.verifier.report import Obligation, ObligationReport, Result, results_json, results_table
+
+__all__ = ["verify_kernel", "verify_catalog", "results_table", "results_json", "proved_configs", "Result",
+           "ObligationReport", "default_cache_dir", "catalog_entries", "catalog_plan", "Group"]
+
+VERSION = "1"
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("VOSTI_CACHE_DIR")
+    base = Path(env) if env else Path.home() / ".cache" / "vosti"
+    return base / "verifier"
+
+
+def _ir_of(kernel_fn_or_source: Any) -> ir.Kernel:
+    if isinstance(kernel_fn_or_source, str):
+        return kernel_from_source(kernel_fn_or_source)
+    return kernel_from_function(kernel_fn_or_source)
+
+
+def verify_kernel(kernel_fn_or_source: Any, contract: Contract | Goal | None = None, config: dict | None = None,
+                  *, goal: str | None = None, domain: list[dict] | None = None) -> ObligationReport:
+    """Verify one kernel under one config. `contract` defaults to the kernel's `@contract`; a Goal checks
+    that goal only (with the kernel's contract for params/grid); with several goals all are checked and
+    the report is the first that is not proved (or the last)."""
+    config = dict(config or {})
+    tuner = _tuner_of(kernel_fn_or_source)
+    if tuner is not None:
+        spec = contract if isinstance(contract, Contract) else contract_of(kernel_fn_or_source)
+        pinned = _pinned_config(kernel_fn_or_source, tuner, config)
+        if isinstance(pinned, ObligationReport):
+            return pinned
+        config, kernel_fn_or_source = pinned, kernel_fn_or_source.fn
+        if spec is not None and contract is None:
+            contract = spec
+    spec = contract if isinstance(contract, Contract) else None
+    if spec is None and not isinstance(kernel_fn_or_source, str):
+        spec = contract_of(kernel_fn_or_source)
+    if spec is None:
+        raise ValueError("no contract: pass one or decorate the kernel with @contract")
+    goals = [contract] if isinstance(contract, Goal) else [g for g in spec.verif if goal in (None, g.name)
+                                                           and (goal is not None or g.applies(config))]
+    try:
+        k = _ir_of(kernel_fn_or_source)
+    except Unsupported as u:
+        name = getattr(getattr(kernel_fn_or_source, "fn", kernel_fn_or_source), "__name__", u.kernel)
+        return ObligationReport(name, goals[0].name if goals else "", config, "unsupported",
+                                [Obligation("subset", u.line, "unsupported", u.what)], 0.0, u.filename)
+    report = None
+    for g in goals:
+        report = check_goal(k, spec, g, config, domain=domain)
+        if report.status != "proved":
+            return report
+    assert report is not None
+    return report
+
+
+def _tuner_of(kernel: Any) -> str | None:
+    """'autotune' / 'heuristics' for a kernel wrapped by @triton.autotune / @triton.heuristics."""
+    name = type(kernel).__name__
+    if name == "Autotuner" or (hasattr(kernel, "configs") and hasattr(kernel, "fn") and hasattr(kernel, "keys")):
+        return "autotune"
+    if name == "Heuristics" or (hasattr(kernel, "values") and hasattr(kernel, "fn") and callable(
+            getattr(kernel, "run", None)) and not hasattr(kernel, "src")):
+        return "heuristics"
+    return None
+
+
+def _pinned_config(kernel: Any, tuner: str, config: dict) -> dict | ObligationReport:
+    """The one config an autotuner can choose, merged into `config`, or a refusal: a proof holds for one
+    config, and an autotuner or heuristic chooses among several at run time from the arguments."""
+    inner = kernel.fn
+    while _tuner_of(inner) is not None:  # stacked decorators: refuse if any layer chooses
+        return _refusal(kernel, config, "stacked @triton.autotune / @triton.heuristics")
+    name = getattr(getattr(inner, "fn", inner), "__name__", "kernel")
+    if tuner == "autotune":
+        configs = list(getattr(kernel, "configs", []))
+        hooks = any(getattr(kernel, h, False) for h in ("user_defined_pre_hook", "user_defined_post_hook")) or \
+            any(getattr(c, "pre_hook", None) for c in configs) or getattr(kernel, "reset_to_zero", None) or \
+            getattr(kernel, "restore_value", None)
+        if len(configs) == 1 and not hooks:
+            fixed = dict(configs[0].kwargs)
+            clash = {k: (v, config[k]) for k, v in fixed.items() if k in config and config[k] != v}
+            if clash:
+                return _refusal(kernel, config, f"the autotuner's only config sets {clash} differently from the "
+                                                f"config to verify")
+            return {**config, **fixed}
+        return _refusal(kernel, config, f"{name} is wrapped in @triton.autotune with {len(configs)} configs keyed on "
+                                        f"{list(getattr(kernel, 'keys', []))}: the config is chosen at run time, so "
+                                        f"two launches may run different configs (pin one config: a single "
+                                        f"triton.Config without hooks, or remove the autotuner)")
+    return _refusal(kernel, config, f"{name} is wrapped in @triton.heuristics for "
+                                    f"{sorted(getattr(kernel, 'values', {}))}: those constexprs are computed at run "
+                                    f"time from the arguments (pass them at the launch instead)")
+
+
+def _refusal(kernel: Any, config: dict, why: str) -> ObligationReport:
+    inner = kernel
+    while hasattr(inner, "fn") and not hasattr(inner, "src"):
+        inner = inner.fn
+    py = getattr(inner, "fn", inner)
+    try:
+        lines, line = inspect.getsourcelines(py)
+        filename = inspect.getsourcefile(py) or ""
+        line += next((i for i, t in enumerate(lines) if "autotune" in t or "heuristics" in t), 0)  # the decorator
+    except (OSError, TypeError):
+        line, filename = 0, ""
+    return ObligationReport(getattr(py, "__name__", "kernel"), "", config, "failed",
+                            [Obligation("launch-config", line, "failed", why)], 0.0, filename)
+
+
+# -- catalog -------------------------------------------------------------------------------------------
+
+
+CATALOG_REGISTRY = "vosti_plugin.kernel_catalog"  # module whose KERNEL_MODULES lists the catalog's modules
+
+
+def catalog_modules() -> tuple[str, ...]:
+    """The kernel modules of the catalog: each exports verifier_catalog() (VOSTI_KERNEL_CATALOG names another
+    registry module)."""
+    import importlib
+
+    return tuple(importlib.import_module(os.environ.get("VOSTI_KERNEL_CATALOG", CATALOG_REGISTRY)).KERNEL_MODULES)
+
+
+def catalog_entries() -> list[dict]:
+    import importlib
+
+    return [e for m in catalog_modules() for e in importlib.import_module(m).verifier_catalog()]
+
+
+def _referenced(k: ir.Kernel) -> set[str]:
+    names: set[str] = set()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, ir.Name):
+            names.add(x.id)
+        if isinstance(x, tuple):
+            for y in x:
+                walk(y)
+        elif hasattr(x, "__dataclass_fields__"):
+            for f in x.__dataclass_fields__:
+                walk(getattr(x, f))
+
+    walk(k.body)
+    return names
+
+
+def _source_hash(kernel: Any, spec: Contract) -> str:
+    """Cache key of one kernel's proofs: its module and every first-party module it imports (jit helpers,
+    constants), the proof code and the contract (see vosti_plugin/verifier/fingerprint.py for why this is complete)."""
+    from vosti_plugin.verifier import fingerprint
+
+    py = getattr(kernel, "fn", kernel)
+    return hashlib.sha256("|".join((VERSION, fingerprint.digest((py.__module__,)), fingerprint.verifier_digest(),
+                                    py.__name__, repr(spec))).encode()).hexdigest()[:24]
+
+
+def _groups(entry: dict, k: ir.Kernel, spec: Contract) -> list[tuple[dict, list[tuple[dict, dict]]]]:
+    used = _referenced(k)
+    sym = set(spec.symbolic)
+    groups: dict[str, tuple[dict, list]] = {}
+    for cfg, fam in entry["configs"]:
+        key = {n: v for n, v in sorted(cfg.items()) if n not in sym and (n in used or n in _spec_names(spec))}
+        gk = json.dumps(key, sort_keys=True, default=str)
+        groups.setdefault(gk, (key, []))[1].append((cfg, fam))
+    return list(groups.values())
+
+
+def _spec_names(spec: Contract) -> set[str]:
+    text = " ".join(spec.grid) + " " + " ".join(t for g in spec.verif for t in g.pre + g.post)
+    return {w for w in text.replace("(", " ").replace(")", " ").replace(",", " ").split() if w.isidentifier()}
+
+
+_PARSED: dict[int, ir.Kernel] = {}  # per process: catalog entry index -> IR of its kernel
+
+
+def _run_group(task: tuple) -> dict:
+    """Worker: verify one (kernel, goal, group); returns a JSON-able summary."""
+    entry_index, goal_index, key, domain, first = task
+    t0 = time.perf_counter()
+    kernel = catalog_entries()[entry_index]["kernel"]
+    spec = contract_of(kernel)
+    g = spec.verif[goal_index]
+    try:
+        k = _PARSED.get(entry_index)
+        if k is None:
+            k = _PARSED[entry_index] = kernel_from_function(kernel)
+        rep = check_goal(k, spec, g, {**first, **key}, domain=domain or None)
+    except Unsupported as u:
+        rep = ObligationReport(kernel.fn.__name__, g.name, key, "unsupported",
+                               [Obligation("subset", u.line, "unsupported", u.what)], 0.0)
+    f = rep.failure
+    return {"status": rep.status, "obligation": f.name if f else "", "line": f.line if f else 0,
+            "message": f.message if f else "", "seconds": time.perf_counter() - t0,
+            "proved": sum(1 for o in rep.obligations if o.status == "proved")}
+
+
+def _fingerprint(kernel: str | None) -> str | None:
+    """Hash of everything the catalog's results depend on: the catalog's kernel modules and what they import,
+    the registry naming them, the proof code (vosti_plugin/verifier/fingerprint.py), computed without importing the kernel
+    modules (importing them pulls in torch, which alone takes seconds)."""
+    from vosti_plugin.verifier import fingerprint
+
+    try:
+        modules = catalog_modules()
+    except ImportError:
+        return None
+    registry = os.environ.get("VOSTI_KERNEL_CATALOG", CATALOG_REGISTRY)
+    return fingerprint.digest(modules + (registry, "vosti_plugin.verifier.api"), VERSION, str(kernel),
+                              os.environ.get("TRITON_INTERPRET", ""))[:32]
+
+
+def verify_catalog(*, kernel: str | None = None, cache_dir: Path | None = None,
+                   progress: Callable[[Result], None] | None = None, workers: int | None = None) -> list[Result]:
+    """Every shipped kernel x every config in its catalog x its goals (results cached on disk)."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fp = _fingerprint(kernel)
+    summary = cache_dir / f"catalog-{fp}.json" if fp else None
+    if summary is not None and summary.exists():
+        results = []
+        for d in json.loads(summary.read_text()):
+            r = Result(**{**d, "cached": True, "seconds": 0.0})
+            results.append(r)
+            if progress:
+                progress(r)
+        return results
+    results = _verify_catalog(kernel, cache_dir, progress, workers)
+    if summary is not None:
+        _write_atomic(summary, json.dumps([r.to_dict() for r in results], default=str))
+    return results
+
+
+@dataclass(frozen=True)
+class Group:
+    """One unit of proof work: a kernel x goal x values of its non-symbolic constexprs; one Z3 proof covers
+    every member config (the symbolic constexprs range over `domain`)."""
+
+    kernel: str
+    goal: str
+    members: list  # [(constexpr config, launch-config family fields)]
+    source: str  # file:line of the kernel
+    cache_key: str
+    task: tuple  # what _run_group needs (picklable)
+
+
+def catalog_plan(kernel: str | None = None) -> tuple[list[Group], list[Result]]:
+    """The groups a catalog verification proves, and the rows of kernels outside the subset."""
+    groups: list[Group] = []
+    rejected: list[Result] = []
+    for ei, entry in enumerate(catalog_entries()):
+        kern = entry["kernel"]
+        name = kern.fn.__name__
+        if kernel is not None and kernel not in name and kernel != entry["family"]:
+            continue
+        spec = contract_of(kern)
+        line = inspect.getsourcelines(kern.fn)[1]
+        src = f"{inspect.getsourcefile(kern.fn)}:{line}"
+        if spec is None:
+            rejected += [Result(name, cfg, "*", "failed", "contract", line,
+                                "no @contract(...) above the kernel's @triton.jit", 0.0, False, src)
+                         for cfg, _fam in entry["configs"]]
+            continue
+        try:
+            k = kernel_from_function(kern)
+        except Unsupported as u:
+            rejected += [Result(name, cfg, "*", "unsupported", "subset", u.line, u.what, 0.0, False, src)
+                         for cfg, _fam in entry["configs"]]
+            continue
+        shash = _source_hash(kern, spec)
+        for gi, g in enumerate(spec.verif):
+            for key, members in _groups(entry, k, spec):
+                members = [(c, f) for c, f in members if g.applies(c)]
+                if not members:
+                    continue
+                domain = sorted(({n: c[n] for n in spec.symbolic if n in c} for c, _ in members),
+                                key=lambda d: json.dumps(d, sort_keys=True))
+                domain = [d for i, d in enumerate(domain) if d and d not in domain[:i]]
+                ck = hashlib.sha256(json.dumps([shash, g.name, key, domain], sort_keys=True,
+                                               default=str).encode()).hexdigest()[:32]
+                groups.append(Group(name, g.name, members, src, ck, (ei, gi, key, domain, members[0][0])))
+    return groups, rejected
+
+
+def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> list[Result]:
+    groups, results = catalog_plan(kernel)
+    if progress:
+        for r in results:
+            progress(r)
+    summaries: dict[int, tuple[dict, bool]] = {}
+    todo = []
+    for i, grp in enumerate(groups):
+        path = cache_dir / f"{grp.cache_key}.json"
+        if path.exists():
+            summaries[i] = (json.loads(path.read_text()), True)
+        else:
+            todo.append(i)
+    # largest groups first, so the last proofs to finish are short ones (both cores stay busy)
+    todo.sort(key=lambda i: -len(groups[i].members))
+    if todo:
+        n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
+        if n > 1:
+            with ProcessPoolExecutor(n) as pool:
+                outs = list(pool.map(_run_group, [groups[i].task for i in todo]))
+        else:
+            outs = [_run_group(groups[i].task) for i in todo]
+        for i, out in zip(todo, outs):
+            _write_atomic(cache_dir / f"{groups[i].cache_key}.json", json.dumps(out))
+            summaries[i] = (out, False)
+    results += _launch_results(kernel, progress)
+    for i, grp in enumerate(groups):
+        out, cached = summaries[i]
+        for cfg, _fam in grp.members:
+            r = Result(grp.kernel, cfg, grp.goal, out["status"], out["obligation"], out["line"], out["message"],
+                       0.0 if cached else out["seconds"] / len(grp.members), cached, grp.source, out["proved"])
+            results.append(r)
+            if progress:
+                progress(r)
+    return results
+
+
+def _launch_results(kernel: str | None, progress) -> list[Result]:
+    """One row per host module: its launches take every constexpr, num_warps and `same` scalar from the model
+    config, launch the contract's grid and no autotuned kernel, and each is preceded by the runtime launch
+    guard's check of the same values (vosti_plugin/verifier/launch.py)."""
+    from vosti_plugin.verifier.launch import check_module
+
+    from vosti_plugin.verifier.fingerprint import module_file
+
+    root = Path(__file__).resolve().parent.parent
+    out = []
+    for module in catalog_modules():
+        path = module_file(module)
+        if path is None or "@triton.jit" not in path.read_text():
+            continue
+        rel = path.relative_to(root) if path.is_relative_to(root) else path
+        name = f"launch:{path.stem}"
+        if kernel is not None and kernel not in name:
+            continue
+        t0 = time.perf_counter()
+        found = check_module(path, require_guard=True)
+        f = found[0] if found else None
+        r = Result(name, {}, "launches_match_proofs", "failed" if found else "proved",
+                   f.obligation if f else "", f.line if f else 0,
+                   (f"{f.function} launches {f.kernel}: {f.name}: {f.because}" if f else ""),
+                   time.perf_counter() - t0, False, str(rel))
+        out.append(r)
+        if progress:
+            progress(r)
+    return out
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Engine processes starting together may verify at once: a reader sees a whole file or none."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def cached_results(cache_dir: Path | None = None) -> list[Result] | None:
+    """The whole-catalog results of the current sources if a previous verify_catalog() stored them."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    fp = _fingerprint(None)
+    path = cache_dir / f"catalog-{fp}.json" if fp else None
+    if path is None or not path.exists():
+        return None
+    return [Result(**{**d, "cached": True, "seconds": 0.0}) for d in json.loads(path.read_text())]
+
+
+def proved_configs(results: Iterable[Result] | None = None, *, run: bool = False,
+                   cache_dir: Path | None = None) -> list[tuple[str, tuple]]:
+    """(family, sorted config items) of every catalog config all of whose kernels and goals are proved;
+    families and configs are those of the plugin's launch catalogs (AttentionLaunchConfig, MatmulConfig...).
+    Without `results`, reads the cached catalog verification of the current sources (run=True verifies
+    when there is none: a cold catalog run takes 7-18 minutes on 2 cores, 40 s on 16; `python -m vosti_plugin.verifier.bench`)."""
+    if results is None:
+        results = cached_results(cache_dir)
+        if results is None:
+            if not run:
+                return []
+            results = verify_catalog(cache_dir=cache_dir)
+    results = list(results)
+    entries = catalog_entries()
+    status: dict[tuple, bool] = {}
+    by_kernel: dict[tuple, bool] = {}
+    for r in results:
+        k = (r.kernel, json.dumps(r.config, sort_keys=True, default=str))
+        by_kernel[k] = by_kernel.get(k, True) and r.status == "proved"
+    for entry in entries:
+        name = entry["kernel"].fn.__name__
+        for cfg, fam in entry["configs"]:
+            fk = (entry["family"], tuple(sorted(fam.items())))
+            ok = by_kernel.get((name, json.dumps(cfg, sort_keys=True, default=str)), False)
+            status[fk] = status.get(fk, True) and ok
+    return [fk for fk, ok in status.items() if ok]
+
+
+_ = (results_json, results_table)
