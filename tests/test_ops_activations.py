@@ -11,10 +11,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vosti_plugin import forward_counters
 from vosti_plugin.ops import activation, install
-from vosti_plugin.ops.calls import calls
 
 ACTS = {"silu": activation.silu_and_mul, "gelu_tanh": activation.gelu_tanh_and_mul}
+
+
+@pytest.fixture
+def calls():
+    """vosti's forward counters, on for this test (they are off by default)."""
+    with forward_counters.counting() as counts:
+        yield counts
 
 
 @settings(max_examples=12)
@@ -56,7 +63,7 @@ def vllm_acts():
 
 
 @pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
-def test_vllm_activation_uses_vosti_kernel_only_while_installed(vllm_acts, act):
+def test_vllm_activation_uses_vosti_kernel_only_while_installed(vllm_acts, act, calls):
     x = torch.randn(7, 2 * 64)
     stock = vllm_acts[act](x)
     with install.installed():
@@ -69,7 +76,7 @@ def test_vllm_activation_uses_vosti_kernel_only_while_installed(vllm_acts, act):
     install.disable()
 
 
-def test_exact_gelu_stays_stock(vllm_acts):
+def test_exact_gelu_stays_stock(vllm_acts, calls):
     x = torch.randn(3, 16)
     with install.installed():
         n = calls["act_and_mul"]

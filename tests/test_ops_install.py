@@ -2,14 +2,33 @@
 import pytest
 import torch
 
+from vosti_plugin import forward_counters
 from vosti_plugin.ops import install
-from vosti_plugin.ops.calls import calls
 
 
 @pytest.fixture(autouse=True)
 def _always_disabled_after():
     yield
     install.disable()
+
+
+@pytest.fixture
+def calls():
+    """vosti's forward counters, on for this test (they are off by default)."""
+    with forward_counters.counting() as counts:
+        yield counts
+
+
+@pytest.mark.skipif(forward_counters.counts is not None, reason=f"{forward_counters.ENV}=1 turns them on")
+def test_forward_counters_are_off_unless_asked_for():
+    with install.installed(vllm=False):
+        torch.mm(torch.randn(3, 4), torch.randn(4, 2))
+    assert forward_counters.counts is None
+    with forward_counters.counting() as outer:
+        with install.installed(vllm=False), forward_counters.counting() as inner:
+            torch.mm(torch.randn(3, 4), torch.randn(4, 2))
+        assert inner["mm"] == 1 and outer["mm"] == 1, "a block's counts reach the enclosing block"
+    assert forward_counters.counts is None
 
 
 def _ops_under_test():
@@ -25,7 +44,7 @@ def _ops_under_test():
 
 
 @pytest.mark.parametrize("name", ["mm", "addmm", "log_softmax", "softmax", "mean"])
-def test_aten_op_goes_through_vosti_only_while_installed(name):
+def test_aten_op_goes_through_vosti_only_while_installed(name, calls):
     run = _ops_under_test()[name]
     stock = run()
     before = calls[name]
@@ -38,7 +57,7 @@ def test_aten_op_goes_through_vosti_only_while_installed(name):
     assert torch.allclose(ours, stock, rtol=1e-5, atol=1e-5)
 
 
-def test_linear_layers_reach_the_kernel_through_addmm_and_mm():
+def test_linear_layers_reach_the_kernel_through_addmm_and_mm(calls):
     x3, w, bias = torch.randn(2, 5, 16), torch.randn(8, 16), torch.randn(8)
     with install.installed(vllm=False):
         n = calls["addmm"] + calls["mm"]
@@ -48,7 +67,7 @@ def test_linear_layers_reach_the_kernel_through_addmm_and_mm():
     assert torch.allclose(y, torch.nn.functional.linear(x3, w, bias), atol=1e-5)
 
 
-def test_unsupported_inputs_fall_back_to_stock_results():
+def test_unsupported_inputs_fall_back_to_stock_results(calls):
     a, b = torch.randn(5, 6, dtype=torch.float64), torch.randn(6, 3, dtype=torch.float64)
     stock_mm, stock_mean = torch.mm(a, b), a.mean(dim=0)
     with install.installed(vllm=False):
@@ -58,7 +77,7 @@ def test_unsupported_inputs_fall_back_to_stock_results():
         assert sum(calls.values()) == n
 
 
-def test_enable_is_idempotent_and_disable_restores():
+def test_enable_is_idempotent_and_disable_restores(calls):
     install.enable(vllm=False)
     install.enable(vllm=False)
     assert install.is_enabled()
@@ -92,7 +111,7 @@ def _stock_attrs(v):
     return {(c.__name__, n): (c.__dict__.get(n), getattr(c, n)) for c, n in names}
 
 
-def test_vllm_norms_use_vosti_kernels_only_while_installed(vllm_layers):
+def test_vllm_norms_use_vosti_kernels_only_while_installed(vllm_layers, calls):
     from vosti_plugin.ops import rmsnorm
 
     stock = _stock_attrs(vllm_layers)
@@ -118,7 +137,7 @@ def test_vllm_norms_use_vosti_kernels_only_while_installed(vllm_layers):
     assert _stock_attrs(vllm_layers) == stock, "vLLM classes must get their own methods back"
 
 
-def test_vllm_linear_keeps_plain_weight_and_uses_vosti_kernel(vllm_layers):
+def test_vllm_linear_keeps_plain_weight_and_uses_vosti_kernel(vllm_layers, calls):
     from vosti_plugin.ops import matmul
 
     method = vllm_layers["UnquantizedLinearMethod"]()

@@ -63,9 +63,8 @@ def test_vosti_engine_then_undo_restores_every_patched_attribute(stock_vllm, tin
 
     import vosti_plugin
     from vosti_plugin import selection
-    from vosti_plugin.attention import backend as vosti_backend
+    from vosti_plugin import forward_counters
     from vosti_plugin.integration.engine_presets import build_llm
-    from vosti_plugin.ops.calls import calls
     from vosti_plugin.vllm import compat, patches
 
     before = _snapshot()
@@ -75,9 +74,9 @@ def test_vosti_engine_then_undo_restores_every_patched_attribute(stock_vllm, tin
     vosti_plugin.register()
     llm = build_llm(tiny_model_path, max_num_batched_tokens=64)
     try:
-        n = vosti_backend.FORWARD_CALLS["attention"]
-        _greedy(llm, SamplingParams)
-        assert vosti_backend.FORWARD_CALLS["attention"] > n
+        with forward_counters.counting() as calls:
+            _greedy(llm, SamplingParams)
+        assert calls["attention"] > 0
         during = _snapshot()
         applied = {(e.patch.owner, e.patch.attribute) for done in patches._applied.values() for e in done}
         changed = {key for key in before if during[key] is not before[key]}
@@ -100,9 +99,9 @@ def test_vosti_engine_then_undo_restores_every_patched_attribute(stock_vllm, tin
 
     stock = build_llm(tiny_model_path, vosti=False)
     try:
-        counters = dict(vosti_backend.FORWARD_CALLS), dict(calls)
-        completion = _greedy(stock, SamplingParams)
-        assert (dict(vosti_backend.FORWARD_CALLS), dict(calls)) == counters, "stock engine reached vosti code"
+        with forward_counters.counting() as calls:
+            completion = _greedy(stock, SamplingParams)
+        assert not calls, f"stock engine reached vosti code: {dict(calls)}"
         assert len(completion.token_ids) == 3
         assert type(stock.llm_engine.engine_core.engine_core.scheduler) is Scheduler
         assert _snapshot() == after

@@ -69,7 +69,6 @@ class PageIndex:
         self._cap = chain_cap
         self._buckets: dict[int, _Bucket] = {}
         self._page_digest: dict[int, bytes] = {}  # only pages in digest-indexed buckets
-        self.digests_computed = 0
 
     def __len__(self) -> int:
         return sum(b.size for b in self._buckets.values())
@@ -90,15 +89,11 @@ class PageIndex:
                 worst = max(worst, max(map(len, b.by_digest.values()), default=0))
         return worst
 
-    def _digest_of(self, key: PageKey) -> bytes:
-        self.digests_computed += 1
-        return self._digest(key)
-
     def find(self, h: int, key: PageKey) -> int | None:
         b = self._buckets.get(_slot(h, key))
         if b is None:
             return None
-        candidates = b.pages if b.by_digest is None else b.by_digest.get(self._digest_of(key), ())
+        candidates = b.pages if b.by_digest is None else b.by_digest.get(self._digest(key), ())
         for p in candidates:
             if self._key_of(p) == key:
                 return p
@@ -121,7 +116,7 @@ class PageIndex:
             self._add_digest(b, page)
 
     def _add_digest(self, b: _Bucket, page: int) -> None:
-        d = self._digest_of(self._key_of(page))
+        d = self._digest(self._key_of(page))
         self._page_digest[page] = d
         b.by_digest.setdefault(d, []).append(page)
 

@@ -29,10 +29,10 @@ from collections.abc import Iterator
 
 import torch
 
-from vosti_plugin.ops.calls import calls
+from vosti_plugin import forward_counters
 from vosti_plugin.triton_mode import interpreting
 
-__all__ = ["calls", "disable", "enable", "install_for_vllm", "installed", "is_enabled"]
+__all__ = ["disable", "enable", "install_for_vllm", "installed", "is_enabled"]
 
 _SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -67,7 +67,8 @@ def mm_batch_invariant(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten.mm.out(a, b, out=_empty_out(a))
     from vosti_plugin.ops import matmul
 
-    calls["mm"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["mm"] += 1
     return matmul.mm(a, b)
 
 
@@ -76,7 +77,8 @@ def mm_dtype_batch_invariant(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.
         return torch.ops.aten.mm.dtype_out(a, b, out_dtype, out=_empty_out(a, out_dtype))
     from vosti_plugin.ops import matmul
 
-    calls["mm"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["mm"] += 1
     return matmul.mm(a, b, out_dtype=out_dtype)
 
 
@@ -86,7 +88,8 @@ def addmm_batch_invariant(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, 
         return torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=_empty_out(a))
     from vosti_plugin.ops import matmul
 
-    calls["addmm"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["addmm"] += 1
     return matmul.addmm(bias.reshape(-1), a, b)
 
 
@@ -102,7 +105,8 @@ def _softmax_family(x: torch.Tensor, dim: int, half_to_float: bool, log: bool) -
         return op(x, dim, half_to_float, out=_empty_out(x, out_dtype))
     from vosti_plugin.ops import softmax
 
-    calls["log_softmax" if log else "softmax"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["log_softmax" if log else "softmax"] += 1
     xl, dim = _last_dim_view(x, dim)
     y = (softmax.log_softmax if log else softmax.softmax)(xl, dtype=out_dtype)
     return y if dim == x.dim() - 1 else y.movedim(-1, dim).contiguous()
@@ -123,7 +127,8 @@ def mean_dim_batch_invariant(x: torch.Tensor, dim, keepdim: bool = False, *, dty
         return torch.ops.aten.mean.out(x, dim, keepdim, dtype=dtype, out=_empty_out(x, out_dtype))
     from vosti_plugin.ops import softmax
 
-    calls["mean"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["mean"] += 1
     return softmax.mean_last_dim(x, keepdim=keepdim, dtype=out_dtype)
 
 

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import torch
 
+from vosti_plugin import forward_counters
 from vosti_plugin.ops import activation, matmul, rmsnorm
-from vosti_plugin.ops.calls import calls
 
 __all__ = ["act_and_mul", "fused_add_rms_norm", "linear", "rms_norm"]
 
 
 @torch.library.custom_op("vosti::linear", mutates_args=())
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    calls["linear"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["linear"] += 1
     return matmul.linear(x, weight, bias)
 
 
@@ -28,7 +29,8 @@ def _linear_fake(x, weight, bias):
 
 @torch.library.custom_op("vosti::rms_norm", mutates_args=())
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool) -> torch.Tensor:
-    calls["rms_norm"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["rms_norm"] += 1
     return rmsnorm.rms_norm(x, weight, eps, gemma)
 
 
@@ -41,7 +43,8 @@ def _rms_norm_fake(x, weight, eps, gemma):
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    calls["fused_add_rms_norm"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["fused_add_rms_norm"] += 1
     return rmsnorm.fused_add_rms_norm(x, residual, weight, eps, gemma)
 
 
@@ -56,7 +59,8 @@ def _fused_add_rms_norm_fake(x, residual, weight, eps, gemma):
 @torch.library.custom_op("vosti::act_and_mul", mutates_args=())
 def act_and_mul(x: torch.Tensor, act: str) -> torch.Tensor:
     """act is "silu" or "gelu_tanh"."""
-    calls["act_and_mul"] += 1
+    if forward_counters.counts is not None:
+        forward_counters.counts["act_and_mul"] += 1
     return activation.silu_and_mul(x) if act == "silu" else activation.gelu_tanh_and_mul(x)
 
 

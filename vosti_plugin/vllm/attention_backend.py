@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import torch
 
+from vosti_plugin import forward_counters
 from vosti_plugin.vllm import compat
 from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
@@ -45,9 +46,6 @@ PAGE_SIZE_MULTIPLE = 16
 # the fewest (no combine kernel): a vosti engine under memory pressure ran 58 s instead of 88 s.
 SPLIT_WORKSPACE_BYTES = {"cuda": 2 << 30, "cpu": 0}
 _WORKSPACES: dict = {}
-
-# Incremented on every forward of the vosti impl; tests read it to prove our code ran, not stock's.
-FORWARD_CALLS = {"attention": 0, "kv_write": 0, "attention_in_launches": 0}
 
 
 @dataclass
@@ -249,7 +247,8 @@ class VostiAttentionImpl(_AttentionImpl):
         k_cache, v_cache = compat.split_kv_cache(kv_cache, self.head_size)
         n = slot_mapping.shape[0]
         write_kv(key[:n], value[:n], k_cache, v_cache, slot_mapping)
-        FORWARD_CALLS["kv_write"] += 1
+        if forward_counters.counts is not None:
+            forward_counters.counts["kv_write"] += 1
 
     def forward(
         self,
@@ -289,8 +288,10 @@ class VostiAttentionImpl(_AttentionImpl):
                 raise RuntimeError("vosti: a step larger than the split workspace needs query_start_loc_cpu")
             run_in_launches(launch, q, out, attn_metadata.block_table, attn_metadata.seq_lens,
                             attn_metadata.query_start_loc_cpu.tolist(), self._capacity)
-            FORWARD_CALLS["attention_in_launches"] += 1
+            if forward_counters.counts is not None:
+                forward_counters.counts["attention_in_launches"] += 1
         else:
             launch(q, out, attn_metadata.block_table, attn_metadata.seq_lens, attn_metadata.query_start_loc)
-        FORWARD_CALLS["attention"] += 1
+        if forward_counters.counts is not None:
+            forward_counters.counts["attention"] += 1
         return output

@@ -106,20 +106,6 @@ def multiple_of(n: int):
     return MultipleOf(n)
 
 
-
-
-def cpu_platform_class():
-    from vllm.platforms.cpu import CpuPlatform
-
-    return CpuPlatform
-
-
-def engine_args_class():
-    from vllm.engine.arg_utils import EngineArgs
-
-    return EngineArgs
-
-
 def scheduler_base():
     from vllm.v1.core.sched.scheduler import Scheduler
 
