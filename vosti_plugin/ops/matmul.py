@@ -497,9 +497,6 @@ def launch_matmul_tall(
     return out
 
 
-SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
 def _on_interpreter(t: torch.Tensor) -> bool:
     return t.device.type == "cpu"
 

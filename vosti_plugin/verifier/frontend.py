@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import inspect
-import math
 import textwrap
 from typing import Any
 
@@ -562,7 +561,3 @@ def kernel_from_source(source: str, name: str | None = None, first_line: int = 1
         raise tr.fail(fdef, "variadic or keyword-only kernel parameters")
     body = tr.stmts(fdef.body)
     return ir.Kernel(fdef.name, tuple(params), body, filename, tr.line(fdef))
-
-
-def is_finite_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -4,20 +4,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-OBLIGATIONS = {
-    "read-equal-region": "a load the goal depends on reads only data the precondition makes equal",
-    "guard-agreement": "masks and branch conditions agree between the two invocations",
-    "same-operation": "both invocations compute the selected output with the same operations",
-    "loop-range": "aligned loops visit the same iterations (extra ones are exact no-ops)",
-    "loop-invariant": "loop-carried state stays equal iteration by iteration",
-    "masked-noop": "an iteration only one invocation runs leaves the selected state unchanged",
-    "coverage": "some program writes every selected output element",
-    "write-race": "no two programs or stores write the same output element",
-    "write-frame": "stores land only inside the declared region",
-    "subset": "the kernel stays inside the verified Triton subset",
-    "contract": "the contract is well formed for this kernel",
-}
-
 
 @dataclass(frozen=True)
 class Obligation:
