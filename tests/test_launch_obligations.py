@@ -96,6 +96,7 @@ def test_tall_gemm_configs_join_the_checked_launch_set_only_when_turned_on(monke
     from vosti_plugin.launch.verified import kernel_configs_for, unverified_configs
 
     monkeypatch.delenv("VOSTI_TALL_GEMM", raising=False)
+    assert GOOD.dtype == "float32"   # the tall path is off by default for fp32 deployments
     assert not any(name.endswith("/tall") for name in kernel_configs_for(GOOD))
     monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
     tall = [name for name in kernel_configs_for(GOOD) if name.endswith("/tall")]

@@ -1,5 +1,5 @@
 """The tall GEMM path (bigger tiles, every split of a tile summed in one program) gives every row the bits
-of the split + combine path; it is off unless VOSTI_TALL_GEMM=1.
+of the split + combine path; it is on by default for 16-bit GEMMs only, and VOSTI_TALL_GEMM=0/1 overrides that.
 
 CPU runs the kernels through the Triton interpreter in fp32 (see conftest). Whether the H200's MMA keeps
 these bits across tile shapes is checked by integration/gpu/tall_gemm_check.py."""
@@ -108,13 +108,25 @@ class _LaunchLog:
 
 
 @pytest.mark.parametrize("M", [matmul.TALL_MIN_ROWS, matmul.TALL_MIN_ROWS + 37])
-def test_tall_path_is_off_by_default(monkeypatch, M):
+def test_tall_path_is_off_by_default_for_fp32(monkeypatch, M):
     monkeypatch.delenv("VOSTI_TALL_GEMM", raising=False)
     log = _LaunchLog(monkeypatch)
     a, w, bias = _operands(1, M, 128, 128, with_bias=True)
     matmul.linear(a, w, bias)
     assert [c[0] for c in log.calls] == ["launch_matmul"]
     assert log.calls[0][2] == matmul.select_config(128, 128, torch.float32)
+
+
+@pytest.mark.parametrize("setting, dtype, on", [
+    (None, torch.bfloat16, True), (None, torch.float16, True), (None, torch.float32, False),
+    ("0", torch.bfloat16, False), ("1", torch.float32, True), ("1", torch.bfloat16, True)])
+def test_tall_path_default_is_on_for_16_bit_and_the_env_overrides_it(monkeypatch, setting, dtype, on):
+    if setting is None:
+        monkeypatch.delenv("VOSTI_TALL_GEMM", raising=False)
+    else:
+        monkeypatch.setenv("VOSTI_TALL_GEMM", setting)
+    assert matmul.tall_path_on(matmul.TALL_MIN_ROWS, dtype) is on
+    assert matmul.tall_path_on(matmul.TALL_MIN_ROWS - 1, dtype) is False
 
 
 def test_tall_path_on_takes_tall_launches_from_the_threshold(monkeypatch):

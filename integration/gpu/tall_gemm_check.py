@@ -216,7 +216,7 @@ def _controls(controls: dict, ms: list[int], gen: torch.Generator) -> list[str]:
     try:
         rows = max(ms[-1], matmul.TALL_MIN_ROWS)
         a, w, _ = _operands(N, K, rows, gen)
-        controls["api_tall_path_on"] = matmul.tall_path_on(rows)
+        controls["api_tall_path_on"] = matmul.tall_path_on(rows, a.dtype)
         # on CPU linear widens to fp32 and takes the CPU catalog's config, not this script's smoke configs
         controls["api_linear_equals_current"] = (
             not _bad_rows(matmul.linear(a, w), _launch("current", a, w, None, cfg)) if DEVICE == "cuda" else None)

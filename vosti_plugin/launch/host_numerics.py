@@ -127,7 +127,7 @@ def _matmul_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
         # specializes on unit strides).
         b = _randn(n_test, k, seed=100 + i, dtype=dtype, device=device, scale=k ** -0.5).t()
         variants = [("", config, matmul.launch_matmul, config.block_m)]
-        if matmul.tall_path_on(matmul.TALL_MIN_ROWS):
+        if matmul.tall_path_on(matmul.TALL_MIN_ROWS, dtype):
             tall = matmul.tall_config(config, dtype)
             variants.append(("/tall", tall, matmul.launch_matmul_tall, max(tall.block_m, matmul.TALL_MIN_ROWS // 2)))
         for suffix, cfg, launch, tile in variants:

@@ -35,7 +35,7 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
         if n and k:
             config = matmul_config(n, k, dtype)
             configs[f"matmul/{name}"] = {"N": n, "K": k, **dataclasses.asdict(config)}
-            if tall_path_on(TALL_MIN_ROWS):   # VOSTI_TALL_GEMM=1: prefill-sized GEMMs launch these too
+            if tall_path_on(TALL_MIN_ROWS, dtype):   # prefill-sized GEMMs launch these too
                 configs[f"matmul/{name}/tall"] = {"N": n, "K": k, **dataclasses.asdict(tall_config(config, dtype))}
     return configs
 

@@ -6,10 +6,11 @@ how many row tiles are launched. A K split is allowed: its split count, split bo
 order in which the fp32 partials are combined are functions of (N, K, dtype) too. No stream-K, no
 autotuning, no atomics.
 
-Tall path (off by default; VOSTI_TALL_GEMM=1 turns it on for launches of at least TALL_MIN_ROWS rows):
-the same block_k, split boundaries and combine order with bigger row/column tiles, all splits of a tile
-summed inside one program (`mm_tall_kernel`), so prefill GEMMs skip the fp32 workspace and the second
-launch.
+Tall path, for launches of at least TALL_MIN_ROWS rows: the same block_k, split boundaries and combine
+order with bigger row/column tiles, all splits of a tile summed inside one program (`mm_tall_kernel`), so
+prefill GEMMs skip the fp32 workspace and the second launch. On by default for 16-bit GEMMs (the H200 check
+found its rows equal to the split + combine rows bit for bit); VOSTI_TALL_GEMM=0 turns it off, =1 turns it
+on for fp32 too.
 """
 from __future__ import annotations
 
@@ -159,10 +160,16 @@ def tall_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
     return dataclasses.replace(config, block_m=block_m, block_n=block_n, num_warps=8, num_stages=stages)
 
 
-def tall_path_on(M: int) -> bool:
-    """Whether an M-row GEMM takes the tall path: only with VOSTI_TALL_GEMM=1, until the H200 check
-    (integration/gpu/tall_gemm_check.py) shows its rows equal the split + combine rows bit for bit."""
-    return M >= TALL_MIN_ROWS and os.environ.get("VOSTI_TALL_GEMM", "0") == "1"
+def tall_path_on(M: int, dtype: torch.dtype) -> bool:
+    """Whether an M-row GEMM in `dtype` takes the tall path. Default: yes for 16-bit dtypes, whose tall rows
+    the H200 check (integration/gpu/tall_gemm_check.py, and the four classes with VOSTI_TALL_GEMM=1) found
+    equal to the split + combine rows bit for bit; VOSTI_TALL_GEMM=0 or 1 overrides it for every dtype."""
+    if M < TALL_MIN_ROWS:
+        return False
+    setting = os.environ.get("VOSTI_TALL_GEMM", "")
+    if setting in ("0", "1"):
+        return setting == "1"
+    return dtype in (torch.bfloat16, torch.float16)
 
 
 def _launch_metadata(grid, kernel, args):
@@ -332,7 +339,7 @@ def splitk_combine_kernel(
 # equals, bit for bit, the same row of mm_splitk_partial_kernel + splitk_combine_kernel with the same
 # BLOCK_K and K_PER_SPLIT, whatever BLOCK_M / BLOCK_N / warps / stages. On the interpreter this is
 # checked by tests/test_ops_matmul_tall.py; whether Hopper's MMA gives every element the same bits in
-# other tile shapes is checked by integration/gpu/tall_gemm_check.py, hence VOSTI_TALL_GEMM.
+# other tile shapes is checked by integration/gpu/tall_gemm_check.py, hence VOSTI_TALL_GEMM=0 to turn it off.
 @contract(
     params={"a_ptr": tensor(("M", "K"), ("stride_am", "stride_ak")),
             "b_ptr": tensor(("K", "N"), ("stride_bk", "stride_bn")),
@@ -514,7 +521,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         kernel_out_dtype = torch.float32
     config = select_config(b.shape[1], b.shape[0], a.dtype)
     out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=kernel_out_dtype)
-    if tall_path_on(a.shape[0]):
+    if tall_path_on(a.shape[0], a.dtype):
         launch_matmul_tall(a, b, bias, out, tall_config(config, a.dtype))
     else:
         launch_matmul(a, b, bias, out, config)

@@ -9,6 +9,7 @@ on `vosti_plugin/kvcache/page_cache.py` as committed at REV (loaded from git) an
 """
 from __future__ import annotations
 
+from vosti_plugin.integration import SOURCE_ROOT
 import importlib.util
 import json
 import random
@@ -25,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-ROOT_DIR = Path(__file__).resolve().parents[2]
+ROOT_DIR = SOURCE_ROOT
 PAGE = 16
 HOT_PREFIX_PAGES = 2
 CHECKPOINTS = (1_000, 10_000, 100_000, 1_000_000)
@@ -175,7 +176,6 @@ def waiting_request_manager_ms(prompt_tokens: int, audit: bool, page: int = 64, 
     first call (what every step cost before #21) vs later calls of the still-waiting request."""
     import torch
     from vllm import SamplingParams
-    from vllm.v1.core.kv_cache_manager import KVCacheManager
     from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
     from vllm.v1.request import Request
 
@@ -184,9 +184,8 @@ def waiting_request_manager_ms(prompt_tokens: int, audit: bool, page: int = 64, 
     n_blocks = prompt_tokens // page + 4
     spec = FullAttentionSpec(block_size=page, num_kv_heads=1, head_size=32, dtype=torch.float32)
     config = KVCacheConfig(num_blocks=n_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l0"], spec)])
-    stock = KVCacheManager(kv_cache_config=config, max_model_len=prompt_tokens + page, scheduler_block_size=page,
-                           hash_block_size=page, enable_caching=True)
-    mgr = VostiKVCacheManager.adopt(stock, audit=audit)
+    mgr = VostiKVCacheManager(kv_cache_config=config, max_model_len=prompt_tokens + page, scheduler_block_size=page,
+                              hash_block_size=page, enable_caching=True, audit=audit)
     rng = random.Random(11)
     prompt = [rng.randrange(3, 500) for _ in range(prompt_tokens)]
     first = Request("first", prompt, SamplingParams(max_tokens=1), None)

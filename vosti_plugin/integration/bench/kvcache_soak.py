@@ -13,6 +13,7 @@ again (the vosti KV manager's counters, read from the file named by VOSTI_KV_STA
 """
 from __future__ import annotations
 
+from vosti_plugin.integration import SOURCE_ROOT
 import http.client
 import json
 import os
@@ -36,7 +37,7 @@ from rich.table import Table
 from vosti_plugin.integration.harness.online import _healthy, _stop, completion_view, free_port, serve_command
 from vosti_plugin.integration.evidence import bitwise_equal
 
-ROOT_DIR = Path(__file__).resolve().parents[2]
+ROOT_DIR = SOURCE_ROOT
 PAGE = 32
 POOL_PAGES = 8          # vLLM keeps one as its null page: 7 usable pages of 32 tokens
 MAX_MODEL_LEN = 160

@@ -2,6 +2,7 @@
 by one, top-k raw logits compared bitwise. The server always dies with this function."""
 from __future__ import annotations
 
+from vosti_plugin.integration import SOURCE_ROOT
 import json
 import os
 import random
@@ -99,7 +100,7 @@ def run_online(model: str, mode: str, log_path: Path, *, requests: int = 64, max
     prepare_environment(in_process=False)
     env = dict(os.environ)
     env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)   # the server runs its engine core in its own process
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(SOURCE_ROOT)
     env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     block = None if _gpu() else 32   # CPU: stock attention needs multiples of 32; GPU: each mode's default
     cmd = serve_command(model, port, mode, block, 2048, 256)

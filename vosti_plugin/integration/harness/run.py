@@ -2,6 +2,7 @@
 aggregate, and write results.md / summary.json / results.json / match_rate.png under out_dir."""
 from __future__ import annotations
 
+from vosti_plugin.integration import SOURCE_ROOT
 import json
 import os
 import shlex
@@ -17,7 +18,7 @@ from vosti_plugin.integration.harness.online import OnlineResult, run_online
 from vosti_plugin.integration.harness.scale import get as get_scale
 from vosti_plugin.integration.harness.worker import PROGRESS_PREFIX
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = SOURCE_ROOT
 
 
 @dataclass
