@@ -96,6 +96,8 @@ def results_summary(results) -> str:
 def print_launch_check(out: Console, model: str, facts, statuses) -> None:
     """Each cause with its fix first (what follows from it beneath), then every obligation's status."""
     causes = [st for st in statuses if st.cause]
+    if (facts.extra or {}).get("text_tower"):
+        out.print(escape(f"note: {facts.extra['text_tower']}"), highlight=False)
     for i, st in enumerate(causes, 1):
         out.print(f"[red]cause {i}/{len(causes)}[/] " + escape(f"[{st.name}] {st.reason}"), highlight=False)
         out.print(escape(f"  fix: {st.fix}"), highlight=False)

@@ -205,6 +205,17 @@ def _quantization(f: LaunchFacts):
     return None if not f.quantization else f"weight quantization {f.quantization} has no invariant GEMM here"
 
 
+def _multimodal_inputs(f: LaunchFacts):
+    if not f.multimodal_inputs:
+        return None
+    return Refusal(f"{f.architecture or 'the model'} takes multimodal inputs: its encoder tower and the "
+                   "bidirectional attention over image tokens are outside vosti's kernels and proofs "
+                   "(vosti proves the text decoder)",
+                   fix="pass --language-model-only: vLLM then builds no encoder tower and serves the text path "
+                       "(--limit-mm-per-prompt with 0 for every modality does the same)",
+                   fix_args=("--language-model-only",), fixed={"multimodal_inputs": False})
+
+
 def _kernel_configs_verified(f: LaunchFacts):
     from vosti_plugin.launch.verified import unproved_launches
 
@@ -247,6 +258,8 @@ BUILTIN_OBLIGATIONS = (
                _async_scheduler, after=("vosti-scheduler",)),
     Obligation("no-cascade-attention", "cascade attention is off",
                "vosti turns it off; do not force it on", _refuse("cascade_attention", "cascade attention")),
+    Obligation("text-only-inputs", "no multimodal inputs (the text path is what vosti proves)",
+               "pass --language-model-only", _multimodal_inputs),
     Obligation("no-lora", "LoRA is off", "remove --enable-lora", _refuse("lora", "LoRA")),
     Obligation("no-kv-transfer", "no KV connector", "remove --kv-transfer-config", _refuse("kv_transfer", "KV transfer")),
     Obligation("single-device", "one device (no TP/PP/DP)", "use tensor/pipeline/data parallel size 1", _single_device),

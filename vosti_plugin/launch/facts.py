@@ -37,6 +37,7 @@ class LaunchFacts:
     data_parallel: int = 1
     kv_transfer: bool = False
     quantization: str | None = None
+    multimodal_inputs: bool = False  # the launch takes images/video/audio (vLLM builds the encoder towers)
     autotune: bool = False          # a launched kernel autotunes at run time (names in extra["autotuned_kernels"])
     extra: dict = field(default_factory=dict)
 

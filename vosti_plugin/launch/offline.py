@@ -28,19 +28,35 @@ def build_vllm_config(model: str, vllm_args: list[str]):
     return build(model, vllm_args)
 
 
+def offline_facts(model: str, vllm_args: list[str]) -> LaunchFacts:
+    """The launch's facts; a multimodal checkpoint whose vLLM module cannot be imported here is read
+    through its text tower, keeping the shipped architecture and whether it would take images."""
+    import dataclasses
+
+    from vosti_plugin.launch.facts import facts_from_vllm_config
+    from vosti_plugin.vllm.launch_facts import build_offline_config
+
+    vllm_config, stand_in = build_offline_config(model, vllm_args)
+    facts = facts_from_vllm_config(vllm_config)
+    if stand_in is None:
+        return facts
+    return dataclasses.replace(facts, architecture=stand_in.architecture,
+                               multimodal_inputs=stand_in.multimodal_inputs,
+                               extra={**facts.extra, "text_tower": stand_in.note()})
+
+
 def check_model(model: str, vllm_args: list[str], platform: str | None = None
                 ) -> tuple[LaunchFacts, list[ObligationStatus]]:
     """Every obligation's status for this launch; causes first where they fail (see obligations.evaluate_all).
     platform: check the launch as it would be on that platform ("cuda": a GPU deployment checked from a
     CPU-only machine); default: this machine's."""
     from vosti_plugin.launch.check import _quiet_interpreter, plugin_manager, run_check
-    from vosti_plugin.launch.facts import facts_from_vllm_config
     from vosti_plugin.launch.obligations import every_failure
     from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
     ensure_interpreter_without_gpu()
     _quiet_interpreter()
-    facts = facts_from_vllm_config(build_vllm_config(model, vllm_args))
+    facts = offline_facts(model, vllm_args)
     if platform and platform != facts.platform:
         import dataclasses
 

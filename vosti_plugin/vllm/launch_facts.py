@@ -16,11 +16,18 @@ def resolve_qualname(qualname: str):
 
 def build_vllm_config(model: str, vllm_args: list[str]):
     """vLLM's own config for `vllm serve MODEL --attention-backend vosti ARGS`, built without an engine."""
+    return build_offline_config(model, vllm_args)[0]
+
+
+def build_offline_config(model: str, vllm_args: list[str]):
+    """(vLLM config, TextTowerStandIn or None): a multimodal checkpoint whose vLLM module cannot be imported
+    here (Gemma-3 without torchvision) is built as its text tower (vosti_plugin.vllm.text_tower)."""
     from vllm.engine.arg_utils import EngineArgs
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from vosti_plugin import register, selection
     from vosti_plugin.vllm import compat, patches
+    from vosti_plugin.vllm.text_tower import text_tower_stand_in
 
     compat.require_supported_vllm()
     register()
@@ -28,8 +35,9 @@ def build_vllm_config(model: str, vllm_args: list[str]):
     args = parser.parse_args(["--model", model, "--attention-backend", "vosti", *vllm_args])
     engine_args = EngineArgs.from_cli_args(args)
     selection.prepare_engine_args(engine_args)
+    stand_in = text_tower_stand_in(engine_args)
     stock_create = patches.original(EngineArgs, "create_engine_config")   # no activation: nothing runs
-    return stock_create(engine_args)
+    return stock_create(engine_args), stand_in
 
 
 def _name(x) -> str:
@@ -53,6 +61,18 @@ def _built_scheduler(configured: str, async_scheduling: bool) -> str:
 
 def _dtype_name(dtype) -> str:
     return str(dtype).replace("torch.", "")
+
+
+def _accepts_multimodal_inputs(mc) -> bool:
+    """Whether this launch takes images/video/audio (vLLM builds the encoder towers): not with
+    --language-model-only or every modality limited to 0."""
+    if getattr(mc, "multimodal_config", None) is None:
+        return False
+    text_only = bool(getattr(mc.multimodal_config, "language_model_only", False))
+    try:
+        return bool(mc.supports_multimodal_inputs)      # vLLM's own answer (reads the modality limits)
+    except Exception:   # an older vLLM, or no multimodal processor info for this config: only the flag counts
+        return not text_only
 
 
 def facts_from_vllm_config(vllm_config) -> LaunchFacts:
@@ -96,6 +116,7 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
         data_parallel=pc.data_parallel_size,
         kv_transfer=vllm_config.kv_transfer_config is not None,
         quantization=mc.quantization,
+        multimodal_inputs=_accepts_multimodal_inputs(mc),
         autotune=bool(autotuned),
         extra={"autotuned_kernels": autotuned} if autotuned else {},
     )
