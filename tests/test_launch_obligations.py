@@ -34,7 +34,8 @@ VIOLATIONS = {
     "no-cascade-attention": dict(cascade_attention=True),
     "no-lora": dict(lora=True),
     "no-kv-transfer": dict(kv_transfer=True),
-    "single-device": dict(tensor_parallel=2),
+    "no-pipeline-or-data-parallel": dict(pipeline_parallel=2),
+    "tp-collectives": dict(tensor_parallel=2, tp_collective="stock all-reduce"),
     "no-weight-quantization": dict(quantization="awq"),
     "no-autotuning": dict(autotune=True),
     "vosti-scheduler": dict(scheduler_cls="vllm.v1.core.sched.scheduler.Scheduler"),
@@ -102,3 +103,24 @@ def test_tall_gemm_configs_join_the_checked_launch_set_only_when_turned_on(monke
     tall = [name for name in kernel_configs_for(GOOD) if name.endswith("/tall")]
     assert len(tall) == 5
     assert unverified_configs(GOOD) == []
+
+
+def test_tensor_parallel_with_the_fixed_order_all_reduce_meets_every_obligation():
+    from vosti_plugin.parallel.fixed_order import COLLECTIVE
+
+    tp2 = dataclasses.replace(GOOD, tensor_parallel=2, tp_collective=COLLECTIVE)
+    assert run_check(tp2) == []
+    fused = run_check(dataclasses.replace(tp2, collective_passes=("fuse_allreduce_rms",)))
+    assert [f.obligation for f in fused] == ["tp-collectives"] and "fuse_allreduce_rms" in fused[0].reason
+
+
+def test_tensor_parallel_shards_the_linear_shapes():
+    from vosti_plugin.launch.verified import linear_shapes
+
+    # vLLM's facts carry per-rank head counts; the MLP and the padded vocab are split here
+    one = linear_shapes(dataclasses.replace(GOOD, intermediate_size=512, vocab_size=1000))
+    two = linear_shapes(dataclasses.replace(GOOD, intermediate_size=512, vocab_size=1000, tensor_parallel=2))
+    assert two["gate_up_proj"] == (one["gate_up_proj"][0] // 2, one["gate_up_proj"][1])
+    assert two["down_proj"] == (one["down_proj"][0], one["down_proj"][1] // 2)
+    assert two["lm_head"] == (1024 // 2, one["lm_head"][1])
+    assert two["qkv_proj"] == one["qkv_proj"] and two["o_proj"] == one["o_proj"]

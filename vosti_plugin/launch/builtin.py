@@ -155,10 +155,24 @@ def _autotuning(f: LaunchFacts):
     return f"runtime autotuning in {', '.join(names)}: its config (and a row's arithmetic) depends on timing"
 
 
-def _single_device(f: LaunchFacts):
-    if f.tensor_parallel * f.pipeline_parallel * f.data_parallel != 1:
-        return (f"tensor/pipeline/data parallel sizes {f.tensor_parallel}/{f.pipeline_parallel}/"
-                f"{f.data_parallel}: collectives are not covered by a contract")
+def _pipeline_or_data_parallel(f: LaunchFacts):
+    if f.pipeline_parallel != 1 or f.data_parallel != 1:
+        return (f"pipeline/data parallel sizes {f.pipeline_parallel}/{f.data_parallel}: stage hand-offs and "
+                f"replicas sharing a prefix cache are not covered (tensor parallelism is)")
+    return None
+
+
+def _tp_collectives(f: LaunchFacts):
+    from vosti_plugin.parallel.fixed_order import COLLECTIVE
+
+    if f.tensor_parallel == 1:
+        return None
+    if f.tp_collective != COLLECTIVE:
+        return (f"tensor parallel size {f.tensor_parallel} with {f.tp_collective or 'an unknown all-reduce'}: "
+                f"its summation order depends on the message size, i.e. on the batch")
+    if f.collective_passes:
+        return (f"compile passes {', '.join(f.collective_passes)} replace the TP all-reduce with a fused "
+                f"collective whose summation order vosti does not fix")
     return None
 
 
@@ -262,7 +276,12 @@ BUILTIN_OBLIGATIONS = (
                "pass --language-model-only", _multimodal_inputs),
     Obligation("no-lora", "LoRA is off", "remove --enable-lora", _refuse("lora", "LoRA")),
     Obligation("no-kv-transfer", "no KV connector", "remove --kv-transfer-config", _refuse("kv_transfer", "KV transfer")),
-    Obligation("single-device", "one device (no TP/PP/DP)", "use tensor/pipeline/data parallel size 1", _single_device),
+    Obligation("no-pipeline-or-data-parallel", "pipeline and data parallel sizes are 1",
+               "use --pipeline-parallel-size 1 and --data-parallel-size 1 (tensor parallelism is supported)",
+               _pipeline_or_data_parallel),
+    Obligation("tp-collectives", "tensor-parallel all-reduces run in a fixed rank order",
+               "turn the listed passes off in --compilation-config (e.g. '{\"pass_config\": "
+               "{\"fuse_allreduce_rms\": false}}')", _tp_collectives),
     Obligation("no-weight-quantization", "weights unquantized", "serve an unquantized checkpoint", _quantization),
     Obligation("no-autotuning", "no runtime autotuning in any launched kernel",
                "pin the kernel to one triton.Config without pruning hooks", _autotuning),

@@ -35,6 +35,8 @@ class LaunchFacts:
     tensor_parallel: int = 1
     pipeline_parallel: int = 1
     data_parallel: int = 1
+    tp_collective: str = ""          # what the TP all-reduce runs (vosti_plugin.parallel.fixed_order.COLLECTIVE)
+    collective_passes: tuple = ()    # enabled compile passes that rewrite collectives (all-reduce fusion, SP)
     kv_transfer: bool = False
     quantization: str | None = None
     multimodal_inputs: bool = False  # the launch takes images/video/audio (vLLM builds the encoder towers)

@@ -10,16 +10,22 @@ from vosti_plugin.launch.facts import LaunchFacts
 COLD_VERIFY_COST = "a few minutes on 2 cores"   # measured: README "Costs on CPU"
 
 
+VOCAB_PADDING = 64   # vLLM pads the (parallel) embedding and lm_head rows to a multiple of this
+
+
 def linear_shapes(f: LaunchFacts) -> dict[str, tuple[int, int]]:
-    """(N, K) of every linear layer of a Llama/Qwen/Gemma-style decoder with this geometry."""
+    """(N, K) of every linear layer one rank of a Llama/Qwen/Gemma-style decoder launches. The head counts
+    are already per rank (vLLM divides them); column-parallel layers split N, row-parallel ones K."""
+    tp = max(1, f.tensor_parallel)
     q = f.num_q_heads * f.head_size
     kv = f.num_kv_heads * f.head_size
+    vocab = f.vocab_size if tp == 1 else -(-f.vocab_size // VOCAB_PADDING) * VOCAB_PADDING // tp
     return {
         "qkv_proj": (q + 2 * kv, f.hidden_size),
         "o_proj": (f.hidden_size, q),
-        "gate_up_proj": (2 * f.intermediate_size, f.hidden_size),
-        "down_proj": (f.hidden_size, f.intermediate_size),
-        "lm_head": (f.vocab_size, f.hidden_size),
+        "gate_up_proj": (2 * f.intermediate_size // tp, f.hidden_size),
+        "down_proj": (f.hidden_size, f.intermediate_size // tp),
+        "lm_head": (vocab, f.hidden_size),
     }
 
 

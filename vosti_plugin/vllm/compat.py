@@ -198,3 +198,22 @@ def validation_error_base() -> type:
         return ValueError
     return VLLMValidationError
 
+
+
+# PassConfig flags of compile passes that replace or fuse the TP all-reduce (0.26 and 0.32 names); any that
+# is on takes the reduction out of vosti's fixed-order all-reduce.
+COLLECTIVE_PASS_FLAGS = ("fuse_allreduce_rms", "enable_fi_allreduce_fusion", "enable_sequence_parallelism",
+                         "enable_sp", "enable_async_tp", "fuse_gemm_comms")
+
+
+def collective_passes(vllm_config) -> tuple:
+    pass_config = getattr(getattr(vllm_config, "compilation_config", None), "pass_config", None)
+    return tuple(flag for flag in COLLECTIVE_PASS_FLAGS if getattr(pass_config, flag, None))
+
+
+def tp_collective() -> str:
+    """What vosti's `ops` patch group makes the TP all-reduce run on this vLLM."""
+    from vosti_plugin.parallel.fixed_order import COLLECTIVE
+    from vllm.distributed.parallel_state import GroupCoordinator
+
+    return COLLECTIVE if hasattr(GroupCoordinator, "_all_reduce_out_place") else "stock all-reduce"

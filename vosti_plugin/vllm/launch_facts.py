@@ -6,6 +6,7 @@ from vllm.platforms import current_platform
 from vllm.utils.import_utils import resolve_obj_by_qualname
 
 from vosti_plugin.launch.autotuning import autotuned_kernels
+from vosti_plugin.vllm import compat
 from vosti_plugin.launch.facts import LaunchFacts
 
 
@@ -114,6 +115,8 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
         tensor_parallel=pc.tensor_parallel_size,
         pipeline_parallel=pc.pipeline_parallel_size,
         data_parallel=pc.data_parallel_size,
+        tp_collective=compat.tp_collective() if pc.tensor_parallel_size > 1 else "",
+        collective_passes=compat.collective_passes(vllm_config),
         kv_transfer=vllm_config.kv_transfer_config is not None,
         quantization=mc.quantization,
         multimodal_inputs=_accepts_multimodal_inputs(mc),

@@ -28,6 +28,7 @@ class Mode:
     engine: dict = field(default_factory=dict)     # extra engine arguments
 
 
+_TP2 = {"tensor_parallel_size": 2, "distributed_executor_backend": "mp"}
 MODES: dict[str, Mode] = {
     "vosti": Mode("vosti", "vLLM + vosti", vosti=True),     # async scheduling as vLLM decides (on, on a GPU)
     "vosti-sync": Mode("vosti-sync", "vLLM + vosti, sync scheduling", vosti=True,
@@ -37,6 +38,9 @@ MODES: dict[str, Mode] = {
     "vosti-tall": Mode("vosti-tall", "vLLM + vosti, tall GEMM path", vosti=True, gpu_only=True,
                        env={"VOSTI_TALL_GEMM": "1"}),
     "default": Mode("default", "vLLM default"),
+    # tensor parallel size 2: on CPU two worker processes over gloo/shm (vosti: all-gather + rank-order sum)
+    "vosti-tp2": Mode("vosti-tp2", "vLLM + vosti, TP 2", vosti=True, engine=dict(_TP2)),
+    "default-tp2": Mode("default-tp2", "vLLM default, TP 2", engine=dict(_TP2)),
     "bi-flash": Mode("bi-flash", "vLLM BI, FLASH_ATTN", env={"VLLM_BATCH_INVARIANT": "1"},
                      attention_backend="FLASH_ATTN", gpu_only=True),
     "bi-triton": Mode("bi-triton", "vLLM BI, TRITON_ATTN", env={"VLLM_BATCH_INVARIANT": "1"},
