@@ -96,6 +96,16 @@ def facts_with_fixes(facts: LaunchFacts, failures) -> LaunchFacts | None:
     return dataclasses.replace(facts, **changes)
 
 
+def _primary_cause(ob: Obligation, facts: LaunchFacts, causes: list[Failure], upstream: list[int]) -> int:
+    """The upstream cause a derived failure is listed under: the first whose fix it cannot do without
+    (the others' fixes alone leave it failing); else the first."""
+    for i in upstream:
+        fixed = facts_with_fixes(facts, [causes[j] for j in upstream if j != i])
+        if fixed is not None and judge(ob, fixed) is not None:
+            return i
+    return upstream[0]
+
+
 def evaluate_all(obligations, facts: LaunchFacts) -> list[Failure]:
     """One Failure per cause, in obligation order; failures that follow from a cause are in its `derived`."""
     causes: list[Failure] = []
@@ -110,10 +120,11 @@ def evaluate_all(obligations, facts: LaunchFacts) -> list[Failure]:
             own = judge(ob, fixed) if fixed is not None else None
             if own is None:
                 derived = _failure(ob, refusal)
+                primary = _primary_cause(ob, facts, causes, upstream)
                 if len(upstream) > 1:
-                    others = ", ".join(causes[i].obligation for i in upstream[1:])
+                    others = ", ".join(causes[i].obligation for i in upstream if i != primary)
                     derived = dataclasses.replace(derived, reason=f"{derived.reason} (needs the fix of {others} too)")
-                causes[upstream[0]] = causes[upstream[0]].with_derived(derived)
+                causes[primary] = causes[primary].with_derived(derived)
                 causes_of[ob.name] = upstream
                 continue
             refusal = own
