@@ -109,3 +109,12 @@ def test_sweep_summary_keeps_shipped_adopted_and_fastest_configs(tmp_path):
     summarize.main([str(tmp_path)])
     kept = json.loads((tmp_path / "summary.json").read_text())["measurements"]["g"]["decode b1 1K"]
     assert sorted(row[0] for row in kept) == sorted([configs[0], configs[2], configs[3]])
+
+
+def test_geometry_table_rebuilds_from_the_tracked_summary():
+    from vosti_plugin.integration.geometries import table
+
+    run = RESULTS / "cpu-geometries"
+    assert table.rebuild(run) == (run / "README.md").read_text()
+    rows = json.loads((run / "summary.json").read_text())["rows"]
+    assert {r["model"] for r in rows} == set(table.GEOMETRIES)

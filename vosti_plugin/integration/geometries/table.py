@@ -80,10 +80,10 @@ def _in_fresh_process(name: str, vllm_args: list[str], platform: str | None) -> 
 
 
 def _why(row: dict) -> str:
-    return "; ".join(row["causes"])[:300].replace("|", "\\|")
+    return "; ".join(row["causes"]).replace("|", "\\|")
 
 
-def markdown(rows: list[dict], command: str, machine: str) -> str:
+def markdown(rows: list[dict], command: str, machine: str, notes: list[str] | None = None) -> str:
     accepted = sum(r["accepted"] for r in rows)
     lines = [f"# Launch check over real geometries ({machine})", "", "    " + command, "",
              f"{accepted} of {len(rows)} checks accepted. Each geometry in a fresh process: cold = its first "
@@ -95,7 +95,7 @@ def markdown(rows: list[dict], command: str, machine: str) -> str:
         lines.append(f"| {r['model']} | {r['args'] or '-'} | {r.get('head_size', '')} | "
                      f"{r.get('queries_per_kv', '')} | {'yes' if r['accepted'] else 'no'} | {r['cold_s']} | "
                      f"{r['cached_s']} | {r.get('process_s', '')} | {_why(r)} |")
-    notes = sorted({r["note"] for r in rows if r.get("note")})
+    notes = sorted({r["note"] for r in rows if r.get("note")}) if notes is None else notes
     if notes:
         lines += [""] + [f"Note: {n}." for n in notes]
     return "\n".join(lines) + "\n"
@@ -106,6 +106,12 @@ def summary(rows: list[dict], command: str, machine: str) -> dict:
     return {"command": command, "machine": machine, "accepted": sum(r["accepted"] for r in rows),
             "checks": len(rows), "rows": [{k: r.get(k) for k in keep} for r in rows],
             "notes": sorted({r["note"] for r in rows if r.get("note")})}
+
+
+def rebuild(out: Path) -> str:
+    """README.md from a run's summary.json (the table is a function of the rows)."""
+    data = json.loads((out / "summary.json").read_text())
+    return markdown(data["rows"], data["command"], data["machine"], data["notes"])
 
 
 def _machine() -> str:
@@ -122,9 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--platform", default=None, help="cuda: check GPU launches from a CPU-only machine")
     ap.add_argument("--same-process", action="store_true", help="every check in this process (no cold times)")
+    ap.add_argument("--rebuild", type=Path, default=None, help="rewrite DIR/README.md from DIR/summary.json")
     ap.add_argument("--row", default=None, help=argparse.SUPPRESS)     # the fresh process's own work
     ap.add_argument("vllm_args", nargs="*")
     a = ap.parse_args(argv)
+    if a.rebuild:
+        (a.rebuild / "README.md").write_text(rebuild(a.rebuild))
+        return 0
     if a.row:
         with tempfile.TemporaryDirectory(prefix="vosti-geometries-") as tmp:
             print(json.dumps(check_geometry(a.row, Path(tmp), a.vllm_args, a.platform)), flush=True)
