@@ -26,14 +26,14 @@ PAGE = 16
 def _manager(spec=None, num_blocks=12, audit=True) -> VostiKVCacheManager:
     spec = spec or FullAttentionSpec(block_size=PAGE, num_kv_heads=2, head_size=32, dtype=torch.float32)
     config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=[KVCacheGroupSpec(["l0"], spec)])
-    stock = KVCacheManager(
+    return VostiKVCacheManager(
         kv_cache_config=config,
         max_model_len=1024,
         scheduler_block_size=PAGE,
         hash_block_size=PAGE,
         enable_caching=True,
+        audit=audit,
     )
-    return VostiKVCacheManager.adopt(stock, audit=audit)
 
 
 def _request(rid: str, tokens, salt=None) -> Request:
@@ -50,6 +50,24 @@ def _admit(mgr: VostiKVCacheManager, req: Request):
 
 def _record_writes(mgr: VostiKVCacheManager, req: Request, start: int):
     mgr.audit_step_writes({req.request_id: req.num_tokens - start}, {req.request_id: req})
+
+
+def test_vllms_own_constructors_build_vosti_pool_and_restore_stock_names():
+    import vllm.v1.core.kv_cache_coordinator as coordinator
+    from vllm.v1.core.block_pool import BlockPool
+
+    from vosti_plugin.vllm.block_pool import VostiBlockPool
+
+    mgr = _manager()
+    assert coordinator.BlockPool is BlockPool, "the coordinator's BlockPool name must be stock again"
+    pool = mgr.block_pool
+    assert isinstance(pool, VostiBlockPool) and mgr.coordinator.block_pool is pool
+    assert all(m.block_pool is pool for m in mgr.coordinator.single_type_managers)
+    assert pool.blocks[0] is pool.null_block and pool.cache.num_free() == pool.num_gpu_blocks - 1
+    config = mgr.kv_cache_config
+    stock = KVCacheManager(kv_cache_config=config, max_model_len=1024, scheduler_block_size=PAGE,
+                           hash_block_size=PAGE, enable_caching=True)
+    assert type(stock.block_pool) is BlockPool, "a stock manager built afterwards must be stock"
 
 
 def test_pages_of_this_step_are_invisible_to_this_steps_lookups():

@@ -24,6 +24,8 @@ def _snapshot() -> dict:
             assert p.optional, f"{p.owner} is not optional but this vLLM lacks it"
             continue
         snap[(p.owner, p.attribute)] = vars(owner).get(p.attribute, _MISSING)
+    for r in patches.REBINDINGS:   # rebound only while a constructor runs: stock at every snapshot
+        snap[(r.owner, r.attribute)] = vars(patches.resolve_owner(r.owner))[r.attribute]
     snap[("registry", "CUSTOM")] = compat.custom_backend_path()
     return snap
 

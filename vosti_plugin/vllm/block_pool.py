@@ -1,10 +1,11 @@
 """vLLM BlockPool whose policy is the exact-prefix `PageCache`.
 
-It adopts a stock pool's KVCacheBlock objects (so block ids, the null block and every reference
-the coordinator and the single-type managers hold stay valid) and replaces the hash map, the free
-queue and LRU eviction by the PageCache: pages are registered by exact key, staged during a step and
-published after it, and only unreferenced leaves are evicted. `block.ref_cnt` and `block.block_hash`
-are kept as mirrors because vLLM reads them (hashed = registered = immutable).
+vLLM's KVCacheCoordinator builds it with the stock arguments (vosti_plugin.vllm.patches.REBINDINGS), so
+BlockPool.__init__ makes the blocks, the null block and whatever else the release keeps; then the
+PageCache replaces the hash map, the free queue and LRU eviction: pages are registered by exact key,
+staged during a step and published after it, and only unreferenced leaves are evicted.
+`block.ref_cnt` and `block.block_hash` are kept as mirrors because vLLM reads them (hashed = registered
+= immutable).
 """
 from __future__ import annotations
 
@@ -13,9 +14,8 @@ from collections.abc import Iterable, Sequence
 from vllm.v1.core.block_pool import BlockPool
 from vllm.v1.core.kv_cache_utils import KVCacheBlock
 
-from vosti_plugin.vllm import compat
 from vosti_plugin.kvcache.audit import ShadowAudit
-from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageKey
+from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageKey, rolling_hash
 from vosti_plugin.vllm.request_pages import page_extras
 
 
@@ -25,28 +25,17 @@ def registered_block_marker(page_hash: int, group: int) -> bytes:
 
 
 class VostiBlockPool(BlockPool):
-    def __init__(self, stock: BlockPool, cache: PageCache, shadow: ShadowAudit | None = None) -> None:
-        # No BlockPool.__init__: the stock pool's blocks are adopted, not re-created.
-        if stock.get_num_free_blocks() != stock.num_gpu_blocks - 1:
-            raise RuntimeError("a BlockPool can only be adopted before any block is allocated")
-        self.num_gpu_blocks = stock.num_gpu_blocks
-        self.enable_caching = stock.enable_caching
-        self.hash_block_size = stock.hash_block_size
-        self.medium = getattr(stock, "medium", None)
-        self.blocks: list[KVCacheBlock] = stock.blocks
-        self.null_block = stock.null_block
+    def __init__(self, *args, audit: bool = False, candidate_hash=rolling_hash, **kwargs) -> None:
+        """BlockPool's arguments, as the coordinator passes them; `audit` adds the shadow audit."""
+        super().__init__(*args, **kwargs)
         self.enable_kv_cache_events = False
-        self.kv_event_queue = []
         self.metrics_collector = None
-        self._reuse_watchers = {}
         # PageCache owns the free/evictable bookkeeping; any stock path touching these fails loudly.
         self.free_block_queue = None
         self.cached_block_hash_to_block = None
-        self.cached_block_hashes_by_block = {}
-        self.cache = cache
-        self.shadow = shadow
-        for block in self.blocks:
-            compat.kv_block_set_pool(block, self)
+        self.cache = PageCache(num_pages=self.num_gpu_blocks, page_size=self.hash_block_size,
+                               reserved=(self.null_block.block_id,), candidate_hash=candidate_hash)
+        self.shadow: ShadowAudit | None = ShadowAudit(self.hash_block_size) if audit else None
 
     # ---- allocation and reference counting -------------------------------------------------
 

@@ -114,12 +114,6 @@ def scheduler_base():
 
 # ---- KV cache manager / scheduler (vosti_plugin.kvcache, vosti_plugin.scheduler) ----
 
-def kv_block_set_pool(block, pool) -> None:
-    """0.32 blocks remember their BlockPool (free_blocks routes foreign blocks by it); 0.26 blocks don't."""
-    if hasattr(block, "pool"):
-        block.pool = pool
-
-
 def kv_manager_drop_admission_cap(manager) -> None:
     """The sliding-window admission cap assumes recycled blocks: 0.32 `max_admission_blocks_per_request`,
     0.26 `_max_admission_blocks_per_request`."""

@@ -1,4 +1,5 @@
-"""vLLM KVCacheManager with exact-prefix matching (`VostiKVCacheManager.adopt(stock_manager)`).
+"""vLLM KVCacheManager with exact-prefix matching (`VostiKVCacheManager`, built by the stock Scheduler under
+VostiScheduler with the stock arguments: vosti_plugin.vllm.patches.REBINDINGS).
 
 Everything the scheduler and the worker see (KVCacheBlocks, block ids, the null block, the
 coordinator's per-request block lists) stays vLLM's; what changes is the policy behind it:
@@ -15,13 +16,14 @@ Supported groups: full attention and sliding window (one shared page size). Anyt
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 
 from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
 from vllm.v1.core.single_type_kv_cache_manager import FullAttentionManager, SlidingWindowManager
 
-from vosti_plugin.vllm import compat
+from vosti_plugin.vllm import compat, patches
 from vosti_plugin.kvcache.audit import KVCacheAuditError, ShadowAudit
 from vosti_plugin.kvcache.page_cache import ROOT, PageCache, PageKey, PrefixHitStats, PrefixMatch, rolling_hash
 from vosti_plugin.vllm.request_pages import page_extras, page_tokens
@@ -40,23 +42,23 @@ class UnsupportedKVCacheLayout(ValueError):
     """The model's KV cache groups are not ones vosti can share exactly (hybrid/mamba, mixed sizes)."""
 
 
-def _check_supported(stock: KVCacheManager) -> int:
-    managers = stock.coordinator.single_type_managers
+def _check_supported(manager: KVCacheManager) -> int:
+    managers = manager.coordinator.single_type_managers
     for m in managers:
         if type(m) not in (FullAttentionManager, SlidingWindowManager):
             raise UnsupportedKVCacheLayout(
                 f"vosti KV cache supports full-attention and sliding-window groups only; group "
                 f"{m.kv_cache_group_id} uses {type(m).__name__} ({type(m.kv_cache_spec).__name__})"
             )
-        if m.block_pool is not stock.block_pool:
+        if m.block_pool is not manager.block_pool:
             raise UnsupportedKVCacheLayout("every KV cache group must share one block pool")
     sizes = {m.block_size for m in managers}
     if len(sizes) != 1:
         raise UnsupportedKVCacheLayout(f"all KV cache groups need one block size, got {sorted(sizes)}")
     (page_size,) = sizes
-    if stock.block_pool.hash_block_size != page_size:
+    if manager.block_pool.hash_block_size != page_size:
         raise UnsupportedKVCacheLayout("hash_block_size must equal the block size")
-    if getattr(stock, "use_eagle", False):
+    if getattr(manager, "use_eagle", False):
         raise UnsupportedKVCacheLayout("speculative decoding (EAGLE block dropping) is not supported")
     return page_size
 
@@ -71,25 +73,18 @@ class VostiKVCacheManager(KVCacheManager):
     page_cache: PageCache
     shadow: ShadowAudit | None
 
-    @classmethod
-    def adopt(cls, stock: KVCacheManager, *, audit: bool = False, candidate_hash=rolling_hash):
-        """Turn a freshly built stock KVCacheManager into a vosti one (same blocks and coordinator)."""
-        page_size = _check_supported(stock)
-        self = cls.__new__(cls)
-        self.__dict__.update(stock.__dict__)
-        null_id = stock.block_pool.null_block.block_id
-        self.page_cache = PageCache(
-            num_pages=stock.block_pool.num_gpu_blocks,
-            page_size=page_size,
-            reserved=(null_id,),
-            candidate_hash=candidate_hash,
-        )
-        self.shadow = ShadowAudit(page_size) if audit else None
-        pool = VostiBlockPool(stock.block_pool, self.page_cache, self.shadow)
-        self.block_pool = pool
-        self.coordinator.block_pool = pool
+    def __init__(self, *args, audit: bool = False, candidate_hash=rolling_hash, **kwargs) -> None:
+        """KVCacheManager's arguments, as the stock Scheduler passes them; `audit` adds the shadow audit."""
+        pool = functools.partial(VostiBlockPool, audit=audit, candidate_hash=candidate_hash)
+        with patches.rebound("vllm.v1.core.kv_cache_coordinator", "BlockPool", pool):
+            super().__init__(*args, **kwargs)
+        if not isinstance(self.block_pool, VostiBlockPool):
+            raise RuntimeError(f"vLLM {compat.vllm_version()} built a {type(self.block_pool).__name__}, not "
+                               "vosti's block pool (vosti_plugin.vllm.patches.REBINDINGS is out of date)")
+        _check_supported(self)
+        self.page_cache: PageCache = self.block_pool.cache
+        self.shadow: ShadowAudit | None = self.block_pool.shadow
         for m in self.coordinator.single_type_managers:
-            m.block_pool = pool
             if isinstance(m, SlidingWindowManager):
                 _keep_whole_chain(m)
         self._check_one_request_fits()
@@ -101,7 +96,6 @@ class VostiKVCacheManager(KVCacheManager):
         self._stats_file = os.environ.get(STATS_FILE_ENV) or None
         self._last_stats: dict | None = None
         self._write_stats()
-        return self
 
     def _check_one_request_fits(self) -> None:
         """vLLM sizes the pool assuming sliding-window groups recycle pages below the window; vosti

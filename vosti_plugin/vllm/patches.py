@@ -11,12 +11,19 @@ What vosti plugs in through vLLM's own extension points (no attribute replaced) 
 `EXTENSIONS`, with the private state an adapter touches. `undo()` leaves vLLM exactly as it was:
 every owner's `__dict__` entry is the object it held before `apply()` (or absent again).
 
+`REBINDINGS` lists the module globals naming a class a stock constructor builds (vLLM has no option
+for it), rebound to a vosti subclass only while that constructor runs (`rebound()`, restored on return
+or raise): the stock code then builds vosti's classes with its own arguments, through their normal
+constructors. The window is process-wide: another thread building a stock scheduler at that moment
+would get vosti's class (vLLM builds its scheduler once, on the engine core's main thread).
+
 `python3 -m vosti_plugin.vllm.patches` (or `vosti patches`) prints the inventory.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 GROUPS = ("plugin", "ops", "sampling")
@@ -48,11 +55,21 @@ class Extension:
     private: str = ""      # private vLLM state the adapter reads or writes, if any
 
 
+@dataclass(frozen=True)
+class Rebinding:
+    """A module global of vLLM that a stock constructor builds its object by, rebound while it runs."""
+    owner: str             # the module
+    attribute: str
+    replacement: str       # the vosti class built instead
+    during: str            # the call the rebinding lasts for
+    why: str
+
+
 _SETATTR_UNDO = "stock object set back into the owner's __dict__ (deleted if it was inherited)"
 
 
 def inventory() -> list[Patch]:
-    from vosti_plugin.vllm import compat, hooks, ops_layers, sampling_patches
+    from vosti_plugin.vllm import collectives, compat, hooks, ops_layers, sampling_patches
 
     registry = "vllm.v1.attention.backends.registry"
     table = [
@@ -88,6 +105,10 @@ def inventory() -> list[Patch]:
         Patch("ops", "vllm.model_executor.layers.activation:GeluAndMul", "forward",
               "gelu(tanh) and mul -> torch.ops.vosti.act_and_mul", _SETATTR_UNDO, private=False,
               make=ops_layers.gelu_and_mul_forward),
+        Patch("ops", "vllm.distributed.parallel_state:GroupCoordinator", "_all_reduce_out_place",
+              "TP all-reduce -> all-gather + rank-order sum (NCCL/gloo/shm pick their summation order by "
+              "message size, i.e. by the batch)", _SETATTR_UNDO, private=True,
+              make=collectives.all_reduce_out_place),
     ]
     for module in compat.TOP_K_TOP_P_MODULES:
         table.append(Patch(
@@ -122,14 +143,45 @@ EXTENSIONS = (
               "CUSTOM -> vosti_plugin.attention.backend.VostiAttentionBackend; undo() restores the previous "
               "override (or none)", private="registry._ATTN_OVERRIDES read to tell whether CUSTOM is vosti"),
     Extension("--scheduler-cls", "vosti_plugin.scheduler.VostiScheduler (subclass of vLLM's Scheduler / "
-              "AsyncScheduler)", private="Scheduler.kv_cache_manager replaced after Scheduler.__init__"),
-    Extension("KVCacheManager subclass", "VostiKVCacheManager.adopt(stock): exact-prefix matching",
-              private="copies the stock manager's __dict__; rewires coordinator / single-type managers' block_pool; "
-                      "per sliding-window manager instance: get_num_skipped_tokens -> 0 and the admission cap "
-                      "(_max_admission_blocks_per_request on 0.26) -> None"),
-    Extension("BlockPool subclass", "VostiBlockPool: PageCache policy over the stock pool's blocks",
-              private="skips BlockPool.__init__ and sets its attributes by hand; KVCacheBlock.pool (0.32)"),
+              "AsyncScheduler); its Scheduler.__init__ builds VostiKVCacheManager (REBINDINGS)"),
+    Extension("KVCacheManager subclass", "VostiKVCacheManager: exact-prefix matching; KVCacheManager.__init__ "
+              "with the stock scheduler's arguments, its coordinator builds VostiBlockPool (REBINDINGS)",
+              private="per sliding-window manager instance: get_num_skipped_tokens -> 0 and the admission cap "
+                      "(max_admission_blocks_per_request; _max_admission_blocks_per_request on 0.26) -> None"),
+    Extension("BlockPool subclass", "VostiBlockPool: PageCache policy over the blocks BlockPool.__init__ builds",
+              private="after BlockPool.__init__: free_block_queue and cached_block_hash_to_block -> None (the "
+                      "PageCache owns free and cached pages; a stock path reaching them fails loudly), "
+                      "enable_kv_cache_events -> False, metrics_collector -> None"),
 )
+
+
+REBINDINGS = (
+    Rebinding("vllm.v1.core.sched.scheduler", "KVCacheManager", "vosti_plugin.vllm.kv_manager.VostiKVCacheManager",
+              "Scheduler.__init__ inside VostiScheduler.__init__",
+              "Scheduler.__init__ builds its KV cache manager by this name, with its own arguments"),
+    Rebinding("vllm.v1.core.kv_cache_coordinator", "BlockPool", "vosti_plugin.vllm.block_pool.VostiBlockPool",
+              "KVCacheManager.__init__ inside VostiKVCacheManager.__init__",
+              "KVCacheCoordinator.__init__ builds the block pool every KV cache group shares by this name"),
+)
+
+
+@contextlib.contextmanager
+def rebound(owner: str, attribute: str, replacement) -> Iterator[object]:
+    """Inside the block `owner.attribute` (one of REBINDINGS) is `replacement`; yields the stock object."""
+    if not any((r.owner, r.attribute) == (owner, attribute) for r in REBINDINGS):
+        raise ValueError(f"{owner}.{attribute} is not in vosti_plugin.vllm.patches.REBINDINGS")
+    module = resolve_owner(owner)
+    stock = vars(module).get(attribute)
+    if not isinstance(stock, type):
+        from vosti_plugin.vllm import compat
+
+        raise RuntimeError(f"vLLM {compat.vllm_version()}: {owner}.{attribute} is not the class vosti expects "
+                           f"to rebind (found {stock!r})")
+    setattr(module, attribute, replacement)
+    try:
+        yield stock
+    finally:
+        setattr(module, attribute, stock)
 
 
 # ---------------------------------------------------------------- apply / undo
@@ -256,7 +308,12 @@ def inventory_table():
         ext.add_column(col, overflow="fold")
     for e in EXTENSIONS:
         ext.add_row(e.point, e.what, e.private or "-")
-    return table, ext
+    rebind = Table(title="vLLM module globals rebound while one stock constructor runs (REBINDINGS)")
+    for col in ("owner", "attribute", "built instead", "during", "why"):
+        rebind.add_column(col, overflow="fold")
+    for r in REBINDINGS:
+        rebind.add_row(r.owner, r.attribute, r.replacement, r.during, r.why)
+    return table, ext, rebind
 
 
 def print_inventory(console=None) -> None:
