@@ -29,6 +29,17 @@ def prepare_environment(in_process: bool = True) -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def bind_cpu_workers(tensor_parallel_size: int) -> None:
+    """vLLM's CPU workers bind their threads to NUMA nodes and refuse to start with fewer nodes than
+    workers; give each rank an equal share of this machine's cores instead (VLLM_CPU_OMP_THREADS_BIND)."""
+    if tensor_parallel_size <= 1 or has_gpu() or os.environ.get("VLLM_CPU_OMP_THREADS_BIND"):
+        return
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    share = max(1, len(cores) // tensor_parallel_size)
+    ranks = [cores[r * share:(r + 1) * share] or cores[-1:] for r in range(tensor_parallel_size)]
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(",".join(map(str, r)) for r in ranks)
+
+
 def llm_kwargs(model: str, *, vosti: bool = True, **overrides) -> dict:
     gpu = has_gpu()
     kw = dict(
@@ -54,6 +65,7 @@ def llm_kwargs(model: str, *, vosti: bool = True, **overrides) -> dict:
 
 def build_llm(model: str, *, vosti: bool = True, **overrides):
     prepare_environment()
+    bind_cpu_workers(int(overrides.get("tensor_parallel_size", 1)))
     from vosti_plugin.vllm import engine
 
     return engine.llm(**llm_kwargs(model, vosti=vosti, **overrides))

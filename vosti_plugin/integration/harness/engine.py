@@ -11,7 +11,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 
-from vosti_plugin.integration.engine_presets import has_gpu, llm_kwargs, prepare_environment
+from vosti_plugin.integration.engine_presets import bind_cpu_workers, has_gpu, llm_kwargs, prepare_environment
 
 from vosti_plugin.integration.harness.models import ModelSpec
 from vosti_plugin.integration.harness.scale import Scale
@@ -75,6 +75,7 @@ def prepare(mode: Mode) -> None:
         os.environ[key] = value
     if not mode.env.get("VLLM_BATCH_INVARIANT"):
         os.environ.pop("VLLM_BATCH_INVARIANT", None)
+    bind_cpu_workers(int(mode.engine.get("tensor_parallel_size", 1)))
 
 
 def engine_kwargs(mode: Mode, spec: ModelSpec, model_path: str, scale: Scale, eager: bool = False) -> dict:
