@@ -103,3 +103,24 @@ def test_verifier_rejects_a_kernel_that_reads_another_rows_k(tmp_path):
     config = {"BLOCK": 64, "HAS_K": True, "HAS_P": False}
     report = verify_kernel(module.top_k_top_p_kernel, config=config)
     assert report.status == "failed", str(report)
+
+
+def test_launch_guard_passes_proved_configs_and_refuses_an_unproved_mode():
+    from vosti_plugin.launch import guard
+    from vosti_plugin.verifier.report import Result
+
+    entry = top_k_top_p.verifier_catalog()[0]
+    rows = [Result("top_k_top_p_kernel", cfg, "row_invariance", "proved", "", 0, "", 0.0)
+            for cfg, _ in entry["configs"] if cfg["HAS_P"]]   # top-k alone left unproved
+    rows.append(Result("launch:top_k_top_p", {}, "launches_match_proofs", "proved", "", 0, "", 0.0))
+    try:
+        guard.arm(rows)
+        x = _logits(1, 2, 40, "plain")
+        top_k_top_p.top_k_top_p(x.clone(), torch.tensor([3, 5]), torch.tensor([0.5, 1.0]))
+        top_k_top_p.top_k_top_p(x.clone(), None, torch.tensor([0.5, 1.0]))
+        before = x.clone()
+        with pytest.raises(guard.UnprovedLaunch, match="top_k_top_p_kernel"):
+            top_k_top_p.top_k_top_p(x, torch.tensor([3, 5]), None)
+        assert torch.equal(x, before)
+    finally:
+        guard.disarm()
