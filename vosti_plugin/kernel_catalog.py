@@ -13,4 +13,5 @@ KERNEL_MODULES = (
     "vosti_plugin.ops.activation",
     "vosti_plugin.attention.paged_attention",
     "vosti_plugin.attention.kv_write",
+    "vosti_plugin.sampling.top_k_top_p",
 )

@@ -11,9 +11,14 @@ output tokens per row for the penalties. "stock" is vLLM's sampler as shipped; "
 built while vosti's runtime is installed (vosti_plugin.selection.install_runtime: row-wise top-k/top-p,
 vosti softmax, per-request noise, tie-free logprob top-n, the aten overrides min-p's softmax meets).
 Wall clock per step with a device synchronize (host work counts: that is what a decode step waits for),
-median of --reps after warm-up. Then the ops alone (`op_cost`): apply_top_k_top_p and the logprob
-top-20, stock vs vosti, which is all vosti changes on vLLM 0.26's V2 model runner (its Gumbel draw is
-already per request). Writes DIR/sampler_step_cost.json and prints the tables.
+median of --reps after warm-up; `kernel_calls` counts the vosti steps that ran the top-k/top-p Triton
+kernel (vosti_plugin/sampling/top_k_top_p.py: on CUDA it is the vosti path; on CPU the torch
+reference is). Then the ops alone (`op_cost`): apply_top_k_top_p and the logprob top-20, stock vs
+vosti (the kernel on CUDA) vs vosti's torch reference (sort + int64 cumsum, the pre-kernel path), which
+is all vosti changes on vLLM 0.26's V2 model runner (its Gumbel draw is already per request). Then
+`kernel_checks` on the device: the kernel's masks bitwise equal the torch reference, and each row
+launched alone bitwise equals the row in the batch (counts of rows that differ: all must be 0).
+Writes DIR/sampler_step_cost.json and prints the tables.
 """
 from __future__ import annotations
 
@@ -128,6 +133,15 @@ def step_cost(vocab: int, device: str, reps: int, warmup: int, dtype) -> dict:
     fresh = (lambda x: x.clone()) if dtype == torch.float32 else (lambda x: x)   # forward converts bf16 anyway
     result: dict = {b: {} for b in BATCHES}
 
+    from vosti_plugin.sampling import top_k_top_p
+
+    launch = top_k_top_p.top_k_top_p
+    calls = [0]
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return launch(*args, **kwargs)
+
     def measure(label: str) -> None:
         sampler = Sampler(logprobs_mode="raw_logits")
         forward_from = getattr(sampler.topk_topp_sampler.forward, "__module__", "")
@@ -140,12 +154,18 @@ def step_cost(vocab: int, device: str, reps: int, warmup: int, dtype) -> dict:
             for _ in range(warmup):
                 fn()
             result[b][label] = time_us(fn, device, reps)
+            if label == "vosti":
+                calls[0] = 0
+                fn()
+                result[b]["kernel_calls"] = calls[0]
 
     measure("stock")
     selection.install_runtime()
+    top_k_top_p.top_k_top_p = counted
     try:
         measure("vosti")
     finally:
+        top_k_top_p.top_k_top_p = launch
         selection.uninstall_runtime()
     for row in result.values():
         row["vosti/stock"] = row["vosti"] / row["stock"]
@@ -175,7 +195,8 @@ def op_cost(vocab: int, device: str, reps: int) -> dict:
         gens = {i: torch.Generator(device=device).manual_seed(i) for i in range(batch)}
         row = {}
         for label, kk, pp in (("top_k", k, None), ("top_p", None, p), ("top_k_top_p", k, p)):
-            for impl, fn in (("stock", stock_apply), ("vosti", rowwise.apply_top_k_top_p)):
+            for impl, fn in (("stock", stock_apply), ("vosti", rowwise.apply_top_k_top_p),
+                             ("vosti_torch_ref", rowwise.reference_top_k_top_p)):
                 fn(logits.clone(), kk, pp)   # warm-up (Triton compile)
                 row[f"{label}:{impl}"] = time_us(lambda fn=fn, kk=kk, pp=pp: fn(logits.clone(), kk, pp), device, reps)
         row["clone_only"] = time_us(lambda: logits.clone(), device, reps)
@@ -188,15 +209,43 @@ def op_cost(vocab: int, device: str, reps: int) -> dict:
     return table
 
 
+def kernel_checks(vocab: int, device: str, batch: int = 64) -> dict:
+    """Rows (of `batch`, mixed k / p, bf16-rounded logits so there are ties) where the top-k/top-p kernel
+    differs bitwise from the torch reference, and where a row launched alone differs from it in the batch."""
+    import torch
+
+    from vosti_plugin.sampling import rowwise, top_k_top_p
+
+    g = torch.Generator(device=device).manual_seed(11)
+    logits = (torch.randn(batch, vocab, device=device, generator=g) * 2).to(torch.bfloat16).float()
+    k = torch.randint(1, 200, (batch,), device=device, generator=g, dtype=torch.int32)
+    k[::3] = vocab
+    p = torch.rand(batch, device=device, generator=g) * 0.9 + 0.05
+    p[1::4] = 1.0
+    out = {}
+    for label, kk, pp in (("top_k", k, None), ("top_p", None, p), ("top_k_top_p", k, p)):
+        got = top_k_top_p.top_k_top_p(logits.clone(), kk, pp)
+        want = rowwise.reference_top_k_top_p(logits.clone(), kk, pp)
+        differ = (got.view(torch.int32) != want.view(torch.int32)).any(dim=1)
+        alone = torch.cat([top_k_top_p.top_k_top_p(logits[r:r + 1].clone(), None if kk is None else kk[r:r + 1],
+                                                   None if pp is None else pp[r:r + 1]) for r in range(batch)])
+        moved = (alone.view(torch.int32) != got.view(torch.int32)).any(dim=1)
+        out[label] = {"rows": batch, "kernel_vs_reference_rows_differ": int(differ.sum()),
+                      "alone_vs_batch_rows_differ": int(moved.sum()),
+                      "kept_tokens_mean": float(torch.isfinite(got).sum(dim=1).float().mean())}
+    return out
+
+
 # ---------------------------------------------------------------- report
 
 
 def _tables(steps: dict, ops: dict) -> list[Table]:
     t = Table(title="sampler step (V1 Sampler.forward, mixed rows, 20 logprobs), us per step, median")
-    for name in ("batch", "stock", "vosti", "vosti / stock"):
+    for name in ("batch", "stock", "vosti", "vosti / stock", "kernel calls"):
         t.add_column(name, justify="right")
     for b, row in steps.items():
-        t.add_row(str(b), f"{row['stock']:.0f}", f"{row['vosti']:.0f}", f"{row['vosti/stock']:.2f}x")
+        t.add_row(str(b), f"{row['stock']:.0f}", f"{row['vosti']:.0f}", f"{row['vosti/stock']:.2f}x",
+                  str(row.get("kernel_calls", "")))
     o = Table(title="ops vosti replaces, us per call, median")
     names = list(next(iter(ops.values())))
     o.add_column("batch", justify="right")
@@ -230,6 +279,8 @@ def main(out: Path = typer.Option(..., help="results folder"),
     summary = {"command": shlex.join([sys.executable, *sys.argv]), "vllm": vllm.__version__, "torch": torch.__version__,
                "device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "vocab": vocab,
                "rows": list(ROW_KINDS), "reps": reps, "warmup": warmup}
+    summary["kernel_checks"] = kernel_checks(vocab, device, batch=4 if cpu_smoke else 64)
+    console.print(summary["kernel_checks"])
     summary["ops_us"] = op_cost(vocab, device, reps)
     summary["step_us"] = step_cost(vocab, device, reps, warmup, torch.float32 if cpu_smoke else torch.bfloat16)
     for t in _tables(summary["step_us"], summary["ops_us"]):

@@ -6,14 +6,18 @@ exactly k tokens (ties broken by vocab index), and a smaller batch takes a sort 
 token tied with the k-th value and whose top-p cumsum (CUB for one row, a row scan for several) rounds
 differently. The same row therefore gets a different kept set when its neighbours change.
 
-Here every decision is made on exact quantities:
-* top-k: the k-th largest value of the row (a selection, exact whatever the algorithm); tokens below it
+Here every decision is made on exact quantities, by one Triton kernel per call (one program per row,
+fixed iteration count, no host sync: vosti_plugin/sampling/top_k_top_p.py, proved row-invariant by
+`vosti verify --kernel top_k_top_p_kernel`):
+* top-k: the k-th largest value of the row (a bisection over the ordered fp32 keys); tokens below it
   are masked, tokens tied with it kept;
-* top-p: the row sorted ascending (values only, exact), its softmax through vosti's row-invariant kernel,
-  then the cumulative sum in 2**-52 fixed point (int64: integer addition is associative, so any scan
-  order gives the same sums); the cut is a value, so ties at the cut are kept together;
+* top-p: the row's softmax through vosti's row-invariant kernel, each probability truncated to 2**-52
+  fixed point, summed in the ascending order of the logits (exact integer sums, so order-free); the cut
+  is a value, so ties at the cut are kept together;
 * top-n for logprobs: one int64 key per token, (order-preserving bits of the value, inverted index),
   so there are no ties: values descending, equal values by ascending token id.
+`reference_top_k_top_p` is the same decisions in torch (sort + int64 cumsum, host sync for the widest k):
+the tests compare the kernel with it bit for bit, and CPU runs it (the interpreted kernel is too slow).
 """
 from __future__ import annotations
 
@@ -59,9 +63,11 @@ def nucleus_cut(row_logits: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
     """For rows with top-p p[r] < 1: the smallest value that stays, shape [rows, 1] (fp32).
 
     vLLM's rule: sort ascending, drop the prefix whose cumulative probability is <= 1 - p, keep at
-    least the largest token."""
-    ascending = torch.sort(row_logits.float(), dim=-1).values
-    cumulative = _fixed_point(softmax_fp32(ascending)).cumsum(dim=-1)
+    least the largest token. The probabilities are the softmax of the row in its own order (tied
+    values have equal probabilities, so the sums do not depend on how a sort orders ties)."""
+    rows = row_logits.float()
+    ascending, order = torch.sort(rows, dim=-1)
+    cumulative = _fixed_point(softmax_fp32(rows)).gather(1, order).cumsum(dim=-1)
     limit = _fixed_point((1 - p.to(device=row_logits.device, dtype=torch.float32)).view(-1, 1))
     dropped = (cumulative <= limit).sum(dim=-1, keepdim=True).clamp_(max=ascending.shape[-1] - 1)
     return ascending.gather(1, dropped)
@@ -80,7 +86,19 @@ def mask_outside_nucleus(logits: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
 
 
 def apply_top_k_top_p(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> torch.Tensor:
-    """Drop-in for vLLM's `apply_top_k_top_p` (top-k first, then top-p over what is left); may work in place."""
+    """Drop-in for vLLM's `apply_top_k_top_p` (top-k first, then top-p over what is left); works in place."""
+    if logits.dim() != 2 or logits.device.type == "cpu":
+        # CPU: the kernel runs through Triton's interpreter at ~0.5 s a row; the torch reference makes the
+        # same decisions bit for bit (tests/test_sampling_kernels.py), and on the host nothing waits on a
+        # device, so its k.max() / nonzero are no sync.
+        return reference_top_k_top_p(logits, k, p)
+    from vosti_plugin.sampling import top_k_top_p
+
+    return top_k_top_p.top_k_top_p(logits, k, p)
+
+
+def reference_top_k_top_p(logits: torch.Tensor, k: torch.Tensor | None, p: torch.Tensor | None) -> torch.Tensor:
+    """The kernel's decisions in torch (sort-based; syncs with the host for the widest k); may work in place."""
     if k is not None:
         logits = mask_below_kth(logits, k)
     if p is not None:

@@ -527,7 +527,8 @@ _MISSING = object()
 
 
 def _is_jit(obj: Any) -> bool:
-    return hasattr(obj, "fn") and hasattr(obj, "src") or type(obj).__name__ in ("JITFunction",)
+    # under TRITON_INTERPRET=1 `@triton.jit` makes an InterpretedFunction, which has `fn` but no `src`
+    return hasattr(obj, "fn") and hasattr(obj, "src") or type(obj).__name__ in ("JITFunction", "InterpretedFunction")
 
 
 def kernel_from_function(kernel: Any) -> ir.Kernel:

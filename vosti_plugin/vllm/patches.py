@@ -113,7 +113,8 @@ def inventory() -> list[Patch]:
     for module in compat.TOP_K_TOP_P_MODULES:
         table.append(Patch(
             "sampling", module, "apply_top_k_top_p",
-            "top-k/top-p masks row by row (stock sorts the batch; results depend on it)", _SETATTR_UNDO,
+            "top-k/top-p masks row by row: CUDA -> the proved top_k_top_p_kernel (per-row bisection, no sort, no "
+            "host sync), CPU -> its torch reference (stock sorts the batch; results depend on it)", _SETATTR_UNDO,
             private=False, make=lambda stock: sampling_patches.rowwise.apply_top_k_top_p,
             applies=lambda owner: hasattr(owner, "apply_top_k_top_p"), optional=True))
     for module in compat.LOGPROB_TOPK_MODULES:
@@ -124,7 +125,7 @@ def inventory() -> list[Patch]:
             applies=sampling_patches.module_uses_stock_torch, optional=True))
     table += [
         Patch("sampling", "vllm.v1.sample.ops.topk_topp_sampler:TopKTopPSampler", "__init__",
-              "stock init, then forward = vosti's (row-wise masks, fp32 softmax, per-request noise)",
+              "stock init, then forward = vosti's (top_k_top_p_kernel masks, vosti softmax, per-request noise)",
               _SETATTR_UNDO + "; samplers built meanwhile keep vosti's forward", private=False,
               make=sampling_patches.sampler_init),
         Patch("sampling", "vllm.v1.worker.gpu_model_runner:GPUModelRunner", "_bookkeeping_sync",

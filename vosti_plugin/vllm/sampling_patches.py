@@ -3,7 +3,9 @@
 
 What the group replaces:
 * `apply_top_k_top_p` in the modules of compat.TOP_K_TOP_P_MODULES -> rowwise.apply_top_k_top_p
-  (V1 sampler and the V2 runner's sampler, which 0.26 uses on CUDA);
+  (V1 sampler and the V2 runner's sampler, which 0.26 uses on CUDA): on CUDA the batch-invariant
+  Triton kernel vosti_plugin.sampling.top_k_top_p (proved row-invariant, launch-guarded, no host sync),
+  on CPU its bit-identical torch reference;
 * `TopKTopPSampler.__init__` -> stock init, then `forward` = vosti's (row-wise masks, vosti softmax,
   noise only from each request's generator; replaces the CPU fused Gumbel kernel and FlashInfer);
 * `torch` seen by the modules of compat.LOGPROB_TOPK_MODULES -> the same torch with a tie-free `topk`
