@@ -404,7 +404,7 @@ def proved_configs(results: Iterable[Result] | None = None, *, run: bool = False
     """(family, sorted config items) of every catalog config all of whose kernels and goals are proved;
     families and configs are those of the plugin's launch catalogs (AttentionLaunchConfig, MatmulConfig...).
     Without `results`, reads the cached catalog verification of the current sources (run=True verifies
-    when there is none: a cold catalog run takes 7-18 minutes on 2 cores, 40 s on 16; `python -m vosti_plugin.verifier.bench`)."""
+    when there is none: a cold catalog run takes about 425 CPU-s: 4-8 minutes on 2 cores, 32 s on 16; `python -m vosti_plugin.verifier.bench`)."""
     if results is None:
         results = cached_results(cache_dir)
         if results is None:
