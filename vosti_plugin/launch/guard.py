@@ -36,6 +36,7 @@ class UnprovedLaunch(RuntimeError):
 _armed: bool = os.environ.get(ENV, "") == "1"
 _proved: frozenset | None = None
 _ranks: dict[str, int] = {}
+_from_cache: tuple | None = None  # proved_keys() of the cached verification of the installed sources
 _passed: dict = {}  # call-site key -> (kernel, config) already found in _proved (cleared when the proved set changes)
 
 
@@ -70,16 +71,20 @@ def proved_keys(results) -> tuple[frozenset, dict[str, int]]:
 def arm(results=None) -> None:
     """Check every later launch in this process (results: verify_catalog() rows; default: the cached
     verification of the installed kernel sources, run now if there is none)."""
-    global _armed, _proved, _ranks
+    global _armed, _proved, _ranks, _from_cache
     if os.environ.get(ENV, "") == "0":
         return
     if results is None:
-        from vosti_plugin.verifier.api import cached_results, verify_catalog
+        if _from_cache is None:  # the installed sources' proofs do not change within a process: read once
+            from vosti_plugin.verifier.api import cached_results, verify_catalog
 
-        results = cached_results()
-        if results is None:
-            results = verify_catalog()
-    _proved, _ranks = proved_keys(results)
+            results = cached_results()
+            if results is None:
+                results = verify_catalog()
+            _from_cache = proved_keys(results)
+        _proved, _ranks = _from_cache
+    else:
+        _proved, _ranks = proved_keys(results)
     _passed.clear()
     _armed = True
 
