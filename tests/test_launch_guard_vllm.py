@@ -61,8 +61,7 @@ def test_guard_checks_every_forward_launch_and_refuses_an_unproved_one(tiny_mode
         out = llm.generate([{"prompt_token_ids": [5, 6, 7, 8, 9]}], params, use_tqdm=False)
         assert len(out[0].outputs[0].token_ids) == 3
 
-        launched = {(name, dict(cfg)) for name, cfg in launch_witness}
-        kernels = {name for name, _ in launched}
+        kernels = {name for name, _ in launch_witness}
         print(f"{sum(launch_witness.values())} launches of {len(launch_witness)} (kernel, config) keys: "
               f"{sorted(kernels)}")
         for needed in ("_paged_attention_segments_kernel", "_write_kv_kernel", "rms_norm_kernel",
