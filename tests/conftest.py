@@ -85,8 +85,22 @@ def tiny_model_path(tmp_path_factory):
 @pytest.fixture(autouse=True, scope="module")
 def _vosti_runtime_reset_after_module():
     """A module that started vLLM with vosti leaves the process-wide runtime (ops overrides, the active
-    flag) behind; reset it so the next module starts from stock behaviour."""
+    flag, the launch guard its audit-mode launch check armed) behind; reset it so the next module starts
+    from stock behaviour."""
     yield
     from vosti_plugin import selection
+    from vosti_plugin.launch import guard
 
     selection.deactivate()
+    guard.disarm()
+
+
+@pytest.fixture
+def launch_guard_off():
+    """For a test that launches vosti kernels with configs outside the proved catalog on purpose (small
+    tiles, odd geometries): VOSTI_AUDIT=1 arms the launch guard in every process that started a vosti
+    engine, and the guard would refuse those launches. Restores the guard's state afterwards."""
+    from vosti_plugin.launch import guard
+
+    with guard.suspended():
+        yield

@@ -136,3 +136,30 @@ def test_verifier_rejects_a_launch_the_guard_does_not_see(edit, what):
     assert check_module_source(src, "matmul.py", contracts, require_guard=True) == []
     found = check_module_source(mutated, "matmul.py", contracts, require_guard=True)
     assert found and all(f.obligation == "launch-guard" and f.kernel == "mm_kernel" for f in found), found
+
+
+@pytest.mark.parametrize("env, extra, on", [
+    ({"VOSTI_AUDIT": "1"}, None, True),
+    ({}, {"vosti": {"audit": True}}, True),
+    ({"VOSTI_LAUNCH_GUARD": "1", "VOSTI_AUDIT": "0"}, None, True),
+    ({"VOSTI_AUDIT": "1", "VOSTI_LAUNCH_GUARD": "0"}, {"vosti": {"audit": True}}, False),
+    ({"VOSTI_AUDIT": "0"}, None, False),
+])
+def test_audit_mode_turns_the_guard_on(monkeypatch, env, extra, on):
+    for name in ("VOSTI_AUDIT", guard.ENV):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert guard.requested(extra) is on
+
+
+def test_suspended_guard_restores_its_state(armed):
+    armed.arm(_all_proved())
+    odd = matmul.MatmulConfig(block_m=16, block_n=16, block_k=16, split_k=1)   # in no catalog
+    with guard.suspended():
+        matmul.launch_matmul(torch.randn(4, 32), torch.randn(32, 16), None, torch.empty(4, 16), odd)
+    assert guard.armed()
+    with pytest.raises(guard.UnprovedLaunch):
+        matmul.launch_matmul(torch.randn(4, 32), torch.randn(32, 16), None, torch.empty(4, 16), odd)
+    assert ("mm_kernel", {"BLOCK_K": 16, "BLOCK_M": 16, "BLOCK_N": 16, "DOT_PRECISION": "ieee",
+                          "HAS_BIAS": False}) not in guard.checked()

@@ -28,6 +28,7 @@ do not alias and each coordinate is recovered from the multiple of its stride in
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
@@ -54,6 +55,11 @@ class ScalarSpec:
         return self.dtype in FLOAT_DTYPES
 
 
+@functools.lru_cache(maxsize=None)
+def _compiled(expr: str):
+    return compile(expr, "<when>", "eval")
+
+
 @dataclass(frozen=True)
 class Goal:
     name: str
@@ -64,7 +70,7 @@ class Goal:
     when: str = ""  # a Python condition on the config's constexprs; the goal applies only where it holds
 
     def applies(self, config: dict) -> bool:
-        return not self.when or bool(eval(self.when, {"__builtins__": {}}, dict(config)))  # noqa: S307
+        return not self.when or bool(eval(_compiled(self.when), {"__builtins__": {}}, dict(config)))  # noqa: S307
 
 
 @dataclass(frozen=True)
