@@ -25,6 +25,7 @@ def tp_run(tiny_model_path, tmp_path_factory):
     cert = tmp_path_factory.mktemp("tp") / "certificate.json"
     mp = pytest.MonkeyPatch()
     mp.setenv("VOSTI_CERTIFICATE", str(cert))
+    mp.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model sends a function to the workers
     try:
         llm = build_llm(tiny_model_path, tensor_parallel_size=2, distributed_executor_backend="mp",
                         skip_tokenizer_init=True, max_num_batched_tokens=BUDGET, max_model_len=256,
@@ -68,3 +69,15 @@ def test_tp2_certificate_records_the_tp_size_and_the_collective(tp_run):
     _, cert = tp_run
     facts = json.loads(cert.read_text())["model"]
     assert facts["tensor_parallel"] == 2 and facts["tp_collective"] == COLLECTIVE
+
+
+def _all_reduce_in_worker(model):
+    from vllm.distributed.parallel_state import get_tp_group
+
+    group = get_tp_group()
+    return group.world_size, type(group)._all_reduce_out_place.__code__.co_filename.rsplit("/", 3)[-3:]
+
+
+def test_each_tp_worker_runs_vostis_all_reduce(tp_run):
+    llm, _ = tp_run
+    assert llm.apply_model(_all_reduce_in_worker) == [(2, ["vosti_plugin", "vllm", "collectives.py"])] * 2
