@@ -1,66 +1,54 @@
 """Real vLLM with tensor parallel size 2 on CPU (two worker processes, vLLM's CPU communicator): a
 request's raw logits are bitwise the same alone, batched with others and prefilled in other chunks, they
-match an independent reference forward, and the certificate records the TP size and vosti's collective.
+match an independent reference forward, each worker runs vosti's all-reduce, and the certificate records
+the TP size and the collective. The engine runs in its own process (tests/tp2_run.py).
 
 The four variation classes against stock TP 2 as the control run through the harness (a few minutes):
     python -m vosti_plugin.integration.harness --scale cpu --modes vosti-tp2,default-tp2 --models tiny --eager
 """
-import gc
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 pytestmark = pytest.mark.vllm
 
-BUDGET = 64
-LONG = [(i * 37 + 11) % 500 + 3 for i in range(90)]          # prefilled in chunks of at most BUDGET tokens
-SHORT = [[(i * 53 + 5 + k) % 500 + 3 for i in range(n)] for k, n in ((1, 23), (2, 41), (3, 7))]
+sys.path.insert(0, str(Path(__file__).parent))
+from tp2_run import LONG  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tp_run(tiny_model_path, tmp_path_factory):
-    from vosti_plugin.integration.engine_presets import build_llm
-
-    cert = tmp_path_factory.mktemp("tp") / "certificate.json"
-    mp = pytest.MonkeyPatch()
-    mp.setenv("VOSTI_CERTIFICATE", str(cert))
-    mp.setenv("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model sends a function to the workers
-    try:
-        llm = build_llm(tiny_model_path, tensor_parallel_size=2, distributed_executor_backend="mp",
-                        skip_tokenizer_init=True, max_num_batched_tokens=BUDGET, max_model_len=256,
-                        enforce_eager=True, max_logprobs=-1)
-        yield llm, cert
-    finally:
-        mp.undo()
-    del llm
-    gc.collect()
-
-
-def _raw_logits(llm, prompts):
-    from vllm import SamplingParams
-
-    params = SamplingParams(max_tokens=3, temperature=0.0, logprobs=-1, ignore_eos=True)
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
-    return [[tuple(sorted((t, float(lp.logprob).hex()) for t, lp in step.items())) for step in o.outputs[0].logprobs]
-            for o in outs]
+    tmp = tmp_path_factory.mktemp("tp")
+    cert, out = tmp / "certificate.json", tmp / "run.json"
+    env = {**os.environ, "VOSTI_CERTIFICATE": str(cert)}
+    proc = subprocess.run([sys.executable, str(Path(__file__).parent / "tp2_run.py"), str(tiny_model_path), str(out)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(out.read_text()), cert
 
 
 def test_tp2_logits_are_bitwise_alone_batched_and_chunked(tp_run, tiny_model_path):
-    llm, _ = tp_run
-    alone = _raw_logits(llm, [LONG])[0]
-    batched = _raw_logits(llm, [SHORT[0], LONG, SHORT[1]])[1]    # LONG's chunks now share the budget
-    reordered = _raw_logits(llm, [SHORT[2], SHORT[1], SHORT[0], LONG])[3]
-    assert batched == alone and reordered == alone
+    run, _ = tp_run
+    assert run["batched"] == run["alone"] and run["reordered"] == run["alone"]
 
     from transformers import LlamaForCausalLM
 
     model = LlamaForCausalLM.from_pretrained(tiny_model_path, torch_dtype=torch.float32).eval()
     with torch.no_grad():
         reference = model(torch.tensor([LONG])).logits[0, -1].double()
-    first = dict((t, float.fromhex(h)) for t, h in alone[0])
+    first = dict((t, float.fromhex(h)) for t, h in run["alone"][0])
     ours = torch.tensor([first[t] for t in range(reference.shape[0])], dtype=torch.float64)
     assert torch.allclose(ours, reference, atol=2e-4, rtol=0), (ours - reference).abs().max()
+
+
+def test_each_tp_worker_runs_vostis_all_reduce(tp_run):
+    run, _ = tp_run
+    assert run["workers"] == [[2, ["vosti_plugin", "vllm", "collectives.py"]]] * 2
 
 
 def test_tp2_certificate_records_the_tp_size_and_the_collective(tp_run):
@@ -69,15 +57,3 @@ def test_tp2_certificate_records_the_tp_size_and_the_collective(tp_run):
     _, cert = tp_run
     facts = json.loads(cert.read_text())["model"]
     assert facts["tensor_parallel"] == 2 and facts["tp_collective"] == COLLECTIVE
-
-
-def _all_reduce_in_worker(model):
-    from vllm.distributed.parallel_state import get_tp_group
-
-    group = get_tp_group()
-    return group.world_size, type(group)._all_reduce_out_place.__code__.co_filename.rsplit("/", 3)[-3:]
-
-
-def test_each_tp_worker_runs_vostis_all_reduce(tp_run):
-    llm, _ = tp_run
-    assert llm.apply_model(_all_reduce_in_worker) == [(2, ["vosti_plugin", "vllm", "collectives.py"])] * 2
