@@ -93,6 +93,16 @@ def _vosti_runtime_reset_after_module():
 
     selection.deactivate()
     guard.disarm()
+    # The module's engines are gone once its fixtures are torn down: collect them now, and drop vLLM's
+    # process-wide parallel groups, so a late finalizer cannot tear down the groups of the next module's engine.
+    import gc
+    import sys
+
+    gc.collect()
+    if "vllm.distributed.parallel_state" in sys.modules:
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        cleanup_dist_env_and_memory()
 
 
 @pytest.fixture
