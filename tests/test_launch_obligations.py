@@ -71,26 +71,57 @@ def test_third_party_rule_can_veto():
     assert [f.obligation for f in failures] == ["site-max-len"]
 
 
-def test_launch_without_cached_proofs_verifies_the_catalog_once(tmp_path, monkeypatch):
-    """No stored catalog result for these sources: the launch runs verify_catalog and stores one. The
-    per-proof cache is carried over (the Z3 work itself is `vosti verify`'s, tested elsewhere), so this
-    checks the launch-time path without a second cold proof of the whole catalog."""
+def test_a_launch_without_stored_proofs_proves_only_what_it_launches(tmp_path, monkeypatch):
+    """No stored verification: the launch proves its own attention config's groups and every other family's,
+    not the catalog's other attention configs (most of its proof time), logs each finished proof, and stores
+    them in the catalog's cache. Proofs already in the per-proof cache are carried over except this launch's
+    combine-kernel groups, so the on-demand path proves something here without a long cold run."""
+    import logging
     import shutil
 
-    from vosti_plugin.verifier.api import cached_results, default_cache_dir
-
-    from vosti_plugin.launch.verified import unverified_configs
+    from vosti_plugin.launch import verified
+    from vosti_plugin.launch.log import LOGGER_NAME
+    from vosti_plugin.verifier.api import cached_results, catalog_plan, default_cache_dir
 
     stored = default_cache_dir()
     monkeypatch.setenv("VOSTI_CACHE_DIR", str(tmp_path))
     cache = default_cache_dir()
     cache.mkdir(parents=True)
-    for proof in stored.glob("*.json"):
-        if not proof.name.startswith("catalog-"):
-            shutil.copy(proof, cache / proof.name)
-    assert cached_results() is None
-    assert unverified_configs(GOOD) == []
-    assert cached_results() is not None, "the launch-time verification was not cached"
+    needed, _ = catalog_plan(wanted=verified.wanted_configs(GOOD))
+    every, _ = catalog_plan()
+    needed_keys = {g.cache_key for g in needed}
+    other_attention = [g for g in every if g.family == "paged_attention" and g.cache_key not in needed_keys]
+    assert len(other_attention) >= 20 and {g.family for g in needed} == {g.family for g in every}
+    fresh = [g for g in needed if g.kernel == "_combine_segments_kernel"]
+    assert fresh
+    for g in needed:
+        if g not in fresh and (stored / f"{g.cache_key}.json").exists():
+            shutil.copy(stored / f"{g.cache_key}.json", cache)
+    to_prove = sum(1 for g in needed if not (cache / f"{g.cache_key}.json").exists())
+
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    logger = logging.getLogger(LOGGER_NAME)
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        verified._proof_views.clear()
+        assert verified.unverified_configs(GOOD) == []
+        proofs = [line for line in lines if line.startswith("vosti: proof ")]
+        assert len(proofs) == to_prove and all(": proved in " in line for line in proofs), lines
+        assert all((cache / f"{g.cache_key}.json").exists() for g in needed)
+        assert not any((cache / f"{g.cache_key}.json").exists() for g in other_attention)
+        assert cached_results() is None, "the launch proved the whole catalog"
+        assert len(list(cache.glob("launch-*.json"))) == 1
+        lines.clear()
+        verified._proof_views.clear()   # as a new process would: the stored rows of this launch are read
+        assert verified.unverified_configs(GOOD) == [] and not lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        verified._proof_views.clear()
 
 
 def test_tall_gemm_configs_join_the_checked_launch_set_only_when_turned_on(monkeypatch):

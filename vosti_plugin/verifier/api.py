@@ -3,6 +3,7 @@
     verify_kernel(kernel, contract, config)   one kernel x one config x its goal(s) -> ObligationReport
     verify_catalog(kernel=None, cache_dir=None, progress=None) -> list[Result]
         every shipped kernel x every config of its catalog x its goals, cached by source hash + config
+    verify_configs(wanted) -> list[Result]: only the proofs one deployment's launch configs need (same cache)
     catalog_plan(kernel=None) -> (groups, rejected rows): the proof work verify_catalog does
     results_table(results) / results_json(results)
     proved_configs() -> [(family, config items)] of the catalog configs whose every goal is proved
@@ -17,7 +18,7 @@ import inspect
 import json
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -28,7 +29,7 @@ from vosti_plugin.verifier.contracts import Contract, Goal, contract_of
 from vosti_plugin.verifier.frontend import Unsupported, kernel_from_function, kernel_from_source
 from vosti_plugin.verifier.report import Obligation, ObligationReport, Result, results_json, results_table
 
-__all__ = ["verify_kernel", "verify_catalog", "results_table", "results_json", "proved_configs", "Result",
+__all__ = ["verify_kernel", "verify_catalog", "verify_configs", "results_table", "results_json", "proved_configs", "Result",
            "ObligationReport", "default_cache_dir", "catalog_entries", "catalog_plan", "Group"]
 
 VERSION = "1"
@@ -269,6 +270,7 @@ class Group:
     every member config (the symbolic constexprs range over `domain`)."""
 
     kernel: str
+    family: str
     goal: str
     members: list  # [(constexpr config, launch-config family fields)]
     source: str  # file:line of the kernel
@@ -276,8 +278,13 @@ class Group:
     task: tuple  # what _run_group needs (picklable)
 
 
-def catalog_plan(kernel: str | None = None) -> tuple[list[Group], list[Result]]:
-    """The groups a catalog verification proves, and the rows of kernels outside the subset."""
+Wanted = dict  # family -> set of its launch configs, each as sorted (field, value) items
+
+
+def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tuple[list[Group], list[Result]]:
+    """The groups a catalog verification proves, and the rows of kernels outside the subset.  With `wanted`,
+    only what one deployment needs: of a family it names, the groups with a member of one of its launch
+    configs (the proof covers the whole group); of every other family, all groups."""
     groups: list[Group] = []
     rejected: list[Result] = []
     for ei, entry in enumerate(catalog_entries()):
@@ -305,17 +312,43 @@ def catalog_plan(kernel: str | None = None) -> tuple[list[Group], list[Result]]:
                 members = [(c, f) for c, f in members if g.applies(c)]
                 if not members:
                     continue
+                if wanted is not None and entry["family"] in wanted and not any(
+                        tuple(sorted(f.items())) in wanted[entry["family"]] for _c, f in members):
+                    continue
                 distinct = {json.dumps(d, sort_keys=True): d for d in
                             ({n: c[n] for n in spec.symbolic if n in c} for c, _ in members) if d}
                 domain = [distinct[k] for k in sorted(distinct)]
                 ck = hashlib.sha256(json.dumps([shash, g.name, key, domain], sort_keys=True,
                                                default=str).encode()).hexdigest()[:32]
-                groups.append(Group(name, g.name, members, src, ck, (ei, gi, key, domain, members[0][0])))
+                groups.append(Group(name, entry["family"], g.name, members, src, ck,
+                                    (ei, gi, key, domain, members[0][0])))
     return groups, rejected
 
 
-def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> list[Result]:
-    groups, results = catalog_plan(kernel)
+def verify_configs(wanted: Wanted, *, cache_dir: Path | None = None,
+                   on_group: Callable[[int, int, "Group", dict], None] | None = None,
+                   workers: int | None = None) -> list[Result]:
+    """The proofs one deployment needs (see catalog_plan's `wanted`) and the host-module launch rows, from
+    the same per-group cache as verify_catalog (whose later run reuses them); the rows of one `wanted` set
+    are stored too, so a second launch of the same deployment reads one file.  on_group(done, todo, group,
+    summary) is called as each proof not in the cache finishes."""
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fp = _fingerprint(None)
+    digest = hashlib.sha256(json.dumps(sorted((f, sorted(v)) for f, v in wanted.items()),
+                                       default=str).encode()).hexdigest()[:16]
+    summary = cache_dir / f"launch-{fp}-{digest}.json" if fp else None
+    if summary is not None and summary.exists():
+        return [Result(**{**d, "cached": True, "seconds": 0.0}) for d in json.loads(summary.read_text())]
+    results = _verify_catalog(None, cache_dir, None, workers, wanted=wanted, on_group=on_group)
+    if summary is not None:
+        _write_atomic(summary, json.dumps([r.to_dict() for r in results], default=str))
+    return results
+
+
+def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers, *, wanted: Wanted | None = None,
+                    on_group=None) -> list[Result]:
+    groups, results = catalog_plan(kernel, wanted)
     if progress:
         for r in results:
             progress(r)
@@ -331,14 +364,21 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers) -> l
     todo.sort(key=lambda i: -len(groups[i].members))
     if todo:
         n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
+
+        def finished(i: int, out: dict) -> None:
+            _write_atomic(cache_dir / f"{groups[i].cache_key}.json", json.dumps(out))  # kept if interrupted
+            summaries[i] = (out, False)
+            if on_group:
+                on_group(len([j for j in todo if j in summaries]), len(todo), groups[i], out)
+
         if n > 1:
             with ProcessPoolExecutor(n) as pool:
-                outs = list(pool.map(_run_group, [groups[i].task for i in todo]))
+                pending = {pool.submit(_run_group, groups[i].task): i for i in todo}
+                for fut in as_completed(pending):
+                    finished(pending[fut], fut.result())
         else:
-            outs = [_run_group(groups[i].task) for i in todo]
-        for i, out in zip(todo, outs):
-            _write_atomic(cache_dir / f"{groups[i].cache_key}.json", json.dumps(out))
-            summaries[i] = (out, False)
+            for i in todo:
+                finished(i, _run_group(groups[i].task))
     results += _launch_results(kernel, progress)
     for i, grp in enumerate(groups):
         out, cached = summaries[i]

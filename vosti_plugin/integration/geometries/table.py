@@ -6,7 +6,8 @@ Each geometry is written as a config.json and checked as `vllm serve DIR --atten
 --load-format dummy` would check it on this machine (the offline check, the same obligations as a real
 launch). Each geometry runs in a fresh process: the cold time is its first check there (vLLM's model
 inspection, the catalog's proof results read from the cache, any config the cached proofs lack proved
-then), the cached time a second check of it in the same process. Multimodal checkpoints (Gemma-3 4B/12B)
+then; with --empty-proof-cache each process proves from nothing what its launch needs), the cached time a
+second check of it in the same process. Multimodal checkpoints (Gemma-3 4B/12B)
 are checked as shipped and with `--language-model-only` (their served text path).
 With --out: README.md (command and table) and summary.json (the rows).
 """
@@ -65,11 +66,13 @@ def check_geometry(name: str, root: Path, vllm_args: list[str], platform: str | 
     return row
 
 
-def _in_fresh_process(name: str, vllm_args: list[str], platform: str | None) -> dict:
+def _in_fresh_process(name: str, vllm_args: list[str], platform: str | None, proof_cache: Path | None = None) -> dict:
+    """proof_cache: the process's own (empty) proof cache, so its first check proves what the launch needs."""
     cmd = [sys.executable, "-m", "vosti_plugin.integration.geometries.table", "--row", name,
            *(["--platform", platform] if platform else []), "--", *vllm_args]
+    env = {**os.environ, **({"VOSTI_CACHE_DIR": str(proof_cache)} if proof_cache is not None else {})}
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = round(time.perf_counter() - t0, 1)
     rows = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not rows:
@@ -83,12 +86,15 @@ def _why(row: dict) -> str:
     return "; ".join(row["causes"]).replace("|", "\\|")
 
 
-def markdown(rows: list[dict], command: str, machine: str, notes: list[str] | None = None) -> str:
+def markdown(rows: list[dict], command: str, machine: str, notes: list[str] | None = None,
+             empty_proof_cache: bool = False) -> str:
     accepted = sum(r["accepted"] for r in rows)
+    cold = ("its first check there, from an empty proof cache (so it includes proving what that launch "
+            "needs)" if empty_proof_cache else "its first check there (proofs read from the cache)")
     lines = [f"# Launch check over real geometries ({machine})", "", "    " + command, "",
-             f"{accepted} of {len(rows)} checks accepted. Each geometry in a fresh process: cold = its first "
-             "check there, cached = the same check again; process = the whole process (Python + vLLM import "
-             "included). Timings are wall-clock on a shared machine.", "",
+             f"{accepted} of {len(rows)} checks accepted. Each geometry in a fresh process: cold = {cold}, "
+             "cached = the same check again; process = the whole process (Python + vLLM import "
+             "included). Timings are wall-clock.", "",
              "| model | vLLM args | head dim | q per kv | accepted | cold s | cached s | process s | why not |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -101,9 +107,10 @@ def markdown(rows: list[dict], command: str, machine: str, notes: list[str] | No
     return "\n".join(lines) + "\n"
 
 
-def summary(rows: list[dict], command: str, machine: str) -> dict:
+def summary(rows: list[dict], command: str, machine: str, empty_proof_cache: bool = False) -> dict:
     keep = ("model", "args", "accepted", "head_size", "queries_per_kv", "cold_s", "cached_s", "process_s", "causes")
-    return {"command": command, "machine": machine, "accepted": sum(r["accepted"] for r in rows),
+    return {"command": command, "machine": machine, "empty_proof_cache": empty_proof_cache,
+            "accepted": sum(r["accepted"] for r in rows),
             "checks": len(rows), "rows": [{k: r.get(k) for k in keep} for r in rows],
             "notes": sorted({r["note"] for r in rows if r.get("note")})}
 
@@ -111,7 +118,7 @@ def summary(rows: list[dict], command: str, machine: str) -> dict:
 def rebuild(out: Path) -> str:
     """README.md from a run's summary.json (the table is a function of the rows)."""
     data = json.loads((out / "summary.json").read_text())
-    return markdown(data["rows"], data["command"], data["machine"], data["notes"])
+    return markdown(data["rows"], data["command"], data["machine"], data["notes"], data.get("empty_proof_cache", False))
 
 
 def _machine() -> str:
@@ -128,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--platform", default=None, help="cuda: check GPU launches from a CPU-only machine")
     ap.add_argument("--same-process", action="store_true", help="every check in this process (no cold times)")
+    ap.add_argument("--empty-proof-cache", action="store_true",
+                    help="each fresh process starts from an empty proof cache (cold = proving what it launches)")
     ap.add_argument("--rebuild", type=Path, default=None, help="rewrite DIR/README.md from DIR/summary.json")
     ap.add_argument("--row", default=None, help=argparse.SUPPRESS)     # the fresh process's own work
     ap.add_argument("vllm_args", nargs="*")
@@ -144,19 +153,20 @@ def main(argv: list[str] | None = None) -> int:
         for name in a.models.split(","):
             for extra in variants(name):
                 args = [*extra, *a.vllm_args]
+                cache = Path(tempfile.mkdtemp(prefix="proofs-", dir=tmp)) if a.empty_proof_cache else None
                 row = (check_geometry(name, Path(tmp), args, a.platform, repeat=False) if a.same_process
-                       else _in_fresh_process(name, args, a.platform))
+                       else _in_fresh_process(name, args, a.platform, cache))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     command = "python -m vosti_plugin.integration.geometries.table " + " ".join(argv if argv is not None
                                                                                  else sys.argv[1:])
     machine = _machine()
-    text = markdown(rows, command.strip(), machine)
+    text = markdown(rows, command.strip(), machine, empty_proof_cache=a.empty_proof_cache)
     print(text)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         (a.out / "README.md").write_text(text)
-        (a.out / "summary.json").write_text(json.dumps(summary(rows, command.strip(), machine), indent=1) + "\n")
+        (a.out / "summary.json").write_text(json.dumps(summary(rows, command.strip(), machine, a.empty_proof_cache), indent=1) + "\n")
     served = {r["model"] for r in rows if r["accepted"]}      # a geometry is served if one of its variants is
     return 0 if served == {r["model"] for r in rows} else 1
 
