@@ -246,21 +246,34 @@ def _fingerprint(kernel: str | None) -> str | None:
 def verify_catalog(*, kernel: str | None = None, cache_dir: Path | None = None,
                    progress: Callable[[Result], None] | None = None, workers: int | None = None) -> list[Result]:
     """Every shipped kernel x every config in its catalog x its goals (results cached on disk)."""
+    cache_dir = _ready(cache_dir)
+    fp = _fingerprint(kernel)
+    return _stored_rows(cache_dir / f"catalog-{fp}.json" if fp else None,
+                        lambda: _verify_catalog(kernel, cache_dir, progress, workers), progress)
+
+
+def _ready(cache_dir: Path | None) -> Path:
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     cache_dir.mkdir(parents=True, exist_ok=True)
-    fp = _fingerprint(kernel)
-    summary = cache_dir / f"catalog-{fp}.json" if fp else None
-    if summary is not None and summary.exists():
-        results = []
-        for d in json.loads(summary.read_text()):
-            r = Result(**{**d, "cached": True, "seconds": 0.0})
-            results.append(r)
-            if progress:
-                progress(r)
-        return results
-    results = _verify_catalog(kernel, cache_dir, progress, workers)
-    if summary is not None:
-        _write_atomic(summary, json.dumps([r.to_dict() for r in results], default=str))
+    return cache_dir
+
+
+def _read_rows(path: Path) -> list[Result]:
+    return [Result(**{**d, "cached": True, "seconds": 0.0}) for d in json.loads(path.read_text())]
+
+
+def _stored_rows(path: Path | None, compute: Callable[[], list[Result]],
+                 progress: Callable[[Result], None] | None = None) -> list[Result]:
+    """The rows stored at `path` (each passed to progress), or compute() stored there (path None: the
+    sources cannot be fingerprinted)."""
+    if path is not None and path.exists():
+        rows = _read_rows(path)
+        for r in rows if progress else ():
+            progress(r)
+        return rows
+    results = compute()
+    if path is not None:
+        _write_atomic(path, json.dumps([r.to_dict() for r in results], default=str))
     return results
 
 
@@ -332,18 +345,12 @@ def verify_configs(wanted: Wanted, *, cache_dir: Path | None = None,
     the same per-group cache as verify_catalog (whose later run reuses them); the rows of one `wanted` set
     are stored too, so a second launch of the same deployment reads one file.  on_group(done, todo, group,
     summary) is called as each proof not in the cache finishes."""
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    cache_dir = _ready(cache_dir)
     fp = _fingerprint(None)
     digest = hashlib.sha256(json.dumps(sorted((f, sorted(v)) for f, v in wanted.items()),
                                        default=str).encode()).hexdigest()[:16]
-    summary = cache_dir / f"launch-{fp}-{digest}.json" if fp else None
-    if summary is not None and summary.exists():
-        return [Result(**{**d, "cached": True, "seconds": 0.0}) for d in json.loads(summary.read_text())]
-    results = _verify_catalog(None, cache_dir, None, workers, wanted=wanted, on_group=on_group)
-    if summary is not None:
-        _write_atomic(summary, json.dumps([r.to_dict() for r in results], default=str))
-    return results
+    return _stored_rows(cache_dir / f"launch-{fp}-{digest}.json" if fp else None,
+                        lambda: _verify_catalog(None, cache_dir, None, workers, wanted=wanted, on_group=on_group))
 
 
 def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers, *, wanted: Wanted | None = None,
@@ -365,20 +372,20 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers, *, w
     if todo:
         n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
 
-        def finished(i: int, out: dict) -> None:
+        def finished(done: int, i: int, out: dict) -> None:
             _write_atomic(cache_dir / f"{groups[i].cache_key}.json", json.dumps(out))  # kept if interrupted
             summaries[i] = (out, False)
             if on_group:
-                on_group(len([j for j in todo if j in summaries]), len(todo), groups[i], out)
+                on_group(done, len(todo), groups[i], out)
 
         if n > 1:
             with ProcessPoolExecutor(n) as pool:
                 pending = {pool.submit(_run_group, groups[i].task): i for i in todo}
-                for fut in as_completed(pending):
-                    finished(pending[fut], fut.result())
+                for done, fut in enumerate(as_completed(pending), 1):
+                    finished(done, pending[fut], fut.result())
         else:
-            for i in todo:
-                finished(i, _run_group(groups[i].task))
+            for done, i in enumerate(todo, 1):
+                finished(done, i, _run_group(groups[i].task))
     results += _launch_results(kernel, progress)
     for i, grp in enumerate(groups):
         out, cached = summaries[i]
@@ -434,9 +441,7 @@ def cached_results(cache_dir: Path | None = None) -> list[Result] | None:
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     fp = _fingerprint(None)
     path = cache_dir / f"catalog-{fp}.json" if fp else None
-    if path is None or not path.exists():
-        return None
-    return [Result(**{**d, "cached": True, "seconds": 0.0}) for d in json.loads(path.read_text())]
+    return _read_rows(path) if path is not None and path.exists() else None
 
 
 def proved_configs(results: Iterable[Result] | None = None, *, run: bool = False,
