@@ -106,3 +106,40 @@ def test_correct_kernel_is_proved(path):
 def test_correct_wrappers_pass_the_launch_check(path):
     mod = _load(path)
     assert obligations(check_module(path, module=mod)) == []
+
+
+
+def test_a_verdict_does_not_depend_on_earlier_proofs_in_the_process(monkeypatch):
+    """Each goal is checked in a Z3 context of its own, with fresh-constant names restarted: proving the
+    persistent-matmul control (a hard non-linear coverage query, once rejected after other proofs in the
+    same process) again after the rest of the corpus sends Z3 the very same queries, term ids included
+    (Z3's search order follows them), and the caller's Z3 context is the default one again afterwards."""
+    import z3
+
+    from vosti_plugin.verifier import smt
+
+    sent: list = []
+    ask = smt.Prover._ask
+
+    def recording(self, solver, formulas):
+        sent.append(tuple((f.get_id(), f.sexpr()) for f in formulas))
+        return ask(self, solver, formulas)
+
+    monkeypatch.setattr(smt.Prover, "_ask", recording)
+    mod = _load(CORPUS / "good_persistent_matmul.py")
+
+    def prove() -> tuple[list, list]:
+        sent.clear()
+        statuses = [verify_kernel(k, config=mod.CONFIGS[0]).status for k in _kernels(mod)]
+        return statuses, list(sent)
+
+    outer = z3.main_ctx()
+    first = prove()
+    for path in NEGATIVE[:10] + POSITIVE:
+        other = _load(path)
+        for kernel in _kernels(other):
+            verify_kernel(kernel, config=getattr(other, "CONFIGS", [{}])[0])
+    again = prove()
+    assert first[0] == again[0] == ["proved"]
+    assert first[1] and again[1] == first[1]
+    assert z3.main_ctx() is outer

@@ -2,19 +2,21 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import itertools
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import z3
 
-from vosti_plugin.verifier import ir
+from vosti_plugin.verifier import ir, memory, outputs, relational, spec, symbolic
 from vosti_plugin.verifier.contracts import Contract, Goal
 from vosti_plugin.verifier.frontend import Unsupported
 from vosti_plugin.verifier.memory import SIZE_LIMIT, check_read_after_write, check_side_conditions, check_store_bounds
 from vosti_plugin.verifier.outputs import OutputGoals
 from vosti_plugin.verifier.relational import Checker, Failed
 from vosti_plugin.verifier.report import Obligation, ObligationReport
-from vosti_plugin.verifier.smt import Prover, free_consts
+from vosti_plugin.verifier.smt import Prover, clear_term_caches, free_consts
 from vosti_plugin.verifier.spec import ContractError, Finite, Only, RegionEq, SpecParser
 from vosti_plugin.verifier.symbolic import SideEvaluator
 
@@ -25,10 +27,45 @@ def _bind(name: str, value) -> tuple:
     return z3.Int(name), z3.IntVal(value)
 
 
+# the counters that name fresh Z3 constants, restarted with each context (names only need to be unique in one)
+_NAME_COUNTERS = ((symbolic, "_fresh"), (relational, "_ids"), (outputs, "_ids"), (memory, "_ids"), (spec, "_bound_ids"))
+
+
+@contextlib.contextmanager
+def fresh_z3_context() -> Iterator[None]:
+    """Every term and solver made inside is made in a new Z3 context (z3py's default context, swapped).
+
+    Z3's search order follows its term ids, so in one shared context a proof's answer on a hard query
+    (a non-linear coverage goal, say) depends on every term made before it in the process: a control the
+    verifier proves alone was rejected after other proofs in the same process.  A context per goal makes
+    each verdict a function of the kernel, contract, goal and config alone.  Nothing made inside may be
+    used outside (a report holds strings and numbers only), and the counters that name fresh constants
+    restart, so the same goal builds the same terms."""
+    module = z3.z3
+    saved = module._main_ctx, [getattr(m, a) for m, a in _NAME_COUNTERS]
+    clear_term_caches()
+    module._main_ctx = z3.Context()
+    for m, a in _NAME_COUNTERS:
+        setattr(m, a, itertools.count())
+    try:
+        yield
+    finally:
+        clear_term_caches()
+        module._main_ctx = saved[0]
+        for (m, a), counter in zip(_NAME_COUNTERS, saved[1]):
+            setattr(m, a, counter)
+
+
 def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[str, Any],
                timeout_ms: int = 3000, domain: list[dict] | None = None) -> ObligationReport:
     """domain: values of the contract's symbolic constexprs to cover in this one proof (default: the
     config's own values)."""
+    with fresh_z3_context():
+        return _check_goal(kernel, contract, goal, config, timeout_ms, domain)
+
+
+def _check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[str, Any],
+                timeout_ms: int, domain: list[dict] | None) -> ObligationReport:
     t0 = time.perf_counter()
     rep = ObligationReport(kernel.name, goal.name, dict(config), "proved", [], 0.0, kernel.filename)
 

@@ -264,6 +264,15 @@ def _postorder(e: z3.ExprRef, cache: dict, leaf, combine):
 
 _EMPTY: frozenset = frozenset()
 _fc_cache: dict = {}
+_nl_cache: dict = {}
+_q_cache: dict = {}
+
+
+def clear_term_caches() -> None:
+    """Forget the folds below; they are keyed by term id, which is unique within one Z3 context only."""
+    _fc_cache.clear()
+    _nl_cache.clear()
+    _q_cache.clear()
 
 
 def free_consts(e: z3.ExprRef) -> frozenset[str]:
@@ -334,9 +343,6 @@ def matched_instances(bound: tuple, pairs: Iterable[tuple]) -> list[tuple]:
     return list(itertools.islice(itertools.product(*lists), 16))
 
 
-_nl_cache: dict = {}
-
-
 def nonlinear_names(e: z3.ExprRef, symbolic: set) -> frozenset[str]:
     """Symbolic constexpr names that occur in a product of non-constants or as a divisor in e."""
     if not symbolic:
@@ -362,9 +368,6 @@ def nonlinear_names(e: z3.ExprRef, symbolic: set) -> frozenset[str]:
         return out
 
     return _postorder(e, cache, leaf, combine)
-
-
-_q_cache: dict = {}
 
 
 def has_quantifier(e: z3.ExprRef) -> bool:

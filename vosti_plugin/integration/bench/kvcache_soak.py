@@ -45,6 +45,12 @@ TOKEN_BUDGET = 64
 MAX_TOKENS = 6
 TENANTS = (None, "tenant-a", "tenant-b")
 KINDS = ("complete", "complete", "complete", "abort", "disconnect")
+# The pressure burst: PRESSURE_REQUESTS prompts of two pages less two tokens, each decoding PRESSURE_TOKENS
+# (4 pages apiece at the end, 16 wanted of 7): with the token budget admitting one such prompt per step,
+# the first running request takes the last free page a step or two before the others cross into their
+# third page, so vLLM must preempt whatever the arrival timing.
+PRESSURE_REQUESTS = 4
+PRESSURE_TOKENS = 40
 
 app = typer.Typer(add_completion=False)
 
@@ -185,6 +191,7 @@ class SoakPlan:
     prompt: list[int]
     abort_after_chunks: int = 0
     disconnect_after_s: float = 0.0
+    max_tokens: int = MAX_TOKENS
 
 
 @dataclass
@@ -213,11 +220,13 @@ class SoakResult:
 
 
 def plan_requests(n: int, seed: int) -> list[SoakPlan]:
-    """Prompts of 40-120 tokens over 3 shared first pages (page boundaries inside prompts and decodes)."""
+    """The pressure burst, then `n` prompts of 40-120 tokens over 3 shared first pages (page boundaries
+    inside prompts and decodes)."""
     rng = random.Random(seed)
     prefixes = [[rng.randrange(4, 500) for _ in range(PAGE)] for _ in range(3)]
-    plans = []
-    for i in range(n):
+    plans = [SoakPlan(i, "complete", None, [rng.randrange(4, 500) for _ in range(2 * PAGE - 2)],
+                      max_tokens=PRESSURE_TOKENS) for i in range(PRESSURE_REQUESTS)]
+    for i in range(PRESSURE_REQUESTS, PRESSURE_REQUESTS + n):
         length = rng.randrange(40, MAX_MODEL_LEN - MAX_TOKENS - 30)
         prompt = rng.choice(prefixes) + [rng.randrange(4, 500) for _ in range(length - PAGE)]
         plans.append(SoakPlan(i, rng.choice(KINDS), rng.choice(TENANTS), prompt,
@@ -228,27 +237,34 @@ def plan_requests(n: int, seed: int) -> list[SoakPlan]:
 
 def _send(server: Server, plan: SoakPlan):
     if plan.kind == "complete":
-        return server.complete(plan.prompt, plan.salt)
+        return server.complete(plan.prompt, plan.salt, max_tokens=plan.max_tokens)
     if plan.kind == "abort":
         return server.abort_mid_stream(plan.prompt, plan.salt, plan.abort_after_chunks)
     server.disconnect(plan.prompt, plan.salt, plan.disconnect_after_s)
     return None
 
 
-def run_soak(server: Server, requests: int, workers: int, seed: int) -> SoakResult:
-    plans = plan_requests(requests, seed)
-    result = SoakResult(requests=requests)
-    preempt0 = server.metric("vllm:num_preemptions")
-    stats0 = server.kv_stats()
-    t = time.perf_counter()
+def _burst(server: Server, plans: list[SoakPlan], workers: int, result: SoakResult) -> list[tuple[SoakPlan, object]]:
+    """Send `plans` from `workers` concurrent clients; (plan, response) for each that did not fail."""
+    outcomes = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [(p, pool.submit(_send, server, p)) for p in plans]
-        outcomes = []
         for plan, fut in futures:
             try:
                 outcomes.append((plan, fut.result()))
             except Exception as exc:  # noqa: BLE001 - a failed request is a soak failure
                 result.errors.append(f"request {plan.index} ({plan.kind}): {type(exc).__name__}: {exc}")
+    return outcomes
+
+
+def run_soak(server: Server, requests: int, workers: int, seed: int) -> SoakResult:
+    plans = plan_requests(requests, seed)
+    pressure, mixed = plans[:PRESSURE_REQUESTS], plans[PRESSURE_REQUESTS:]
+    result = SoakResult(requests=len(plans))
+    preempt0 = server.metric("vllm:num_preemptions")
+    stats0 = server.kv_stats()
+    t = time.perf_counter()
+    outcomes = _burst(server, pressure, len(pressure), result) + _burst(server, mixed, workers, result)
     result.load_s = time.perf_counter() - t
     drained = server.wait_drained()
     result.pages_leaked = drained["usable_pages"] - drained["free_pages"]
@@ -261,10 +277,10 @@ def run_soak(server: Server, requests: int, workers: int, seed: int) -> SoakResu
         else:
             result.completed += 1
             result.cached_tokens_total += (out.get("usage", {}).get("prompt_tokens_details") or {}).get("cached_tokens") or 0
-            solo = server.complete(plan.prompt, plan.salt)
+            solo = server.complete(plan.prompt, plan.salt, max_tokens=plan.max_tokens)
             a, b = completion_view(out), completion_view(solo)
             result.compared += 1
-            if not (len(a) == len(b) == MAX_TOKENS and bitwise_equal(a, b)):
+            if not (len(a) == len(b) == plan.max_tokens and bitwise_equal(a, b)):
                 result.mismatches.append({"request": plan.index, "salt": plan.salt, "prompt_len": len(plan.prompt)})
     result.solo_s = time.perf_counter() - t
     final = server.wait_drained()
