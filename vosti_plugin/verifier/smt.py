@@ -62,7 +62,7 @@ class Prover:
         self.light = new_solver(max(1, timeout_ms // 10))
         self.light.add(*[h for h in self.hyps if not has_quantifier(h)])
 
-    def _check(self, formulas: list[z3.BoolRef], reuse_models: bool = True) -> z3.CheckSatResult:
+    def _check(self, formulas: list[z3.BoolRef], reuse_models: bool = True, light: bool = True) -> z3.CheckSatResult:
         self.queries += 1
         if self.domain:
             formulas = [self.linearize(f) for f in formulas]
@@ -75,7 +75,7 @@ class Prover:
                 self.models = []
         if reuse_models and self._model_satisfies(formulas):
             return z3.sat
-        if not any(has_quantifier(f) for f in formulas):
+        if light and not any(has_quantifier(f) for f in formulas):
             self.light.push()
             try:
                 self.light.add(*formulas)
@@ -209,7 +209,9 @@ class Prover:
         hit = self.cache.get(key)
         if hit is None:
             simp = [z3.simplify(c) for c in pc]
-            ans = False if any(z3.is_false(c) for c in simp) else self._check(list(pc)) != z3.unsat
+            # straight to the full solver: most paths asked about are feasible, and the light solver's `sat`
+            # decides nothing (its hypotheses are a subset), so it would only ask each one twice
+            ans = False if any(z3.is_false(c) for c in simp) else self._check(list(pc), light=False) != z3.unsat
             hit = self.cache[key] = (ans, pc)
         return hit[0]
 
