@@ -63,12 +63,16 @@ class MatmulConfig:
 # GPU (bf16/fp16). BLOCK_M 64 is the smallest Hopper wgmma tile; small-M decode pays wasted MMA
 # lanes, which is cheap next to reading the weights. Decode GEMMs whose N gives too few column
 # tiles to fill 132 SMs split K; the split count is part of the key's config, not of M.
-_B16_NARROW = dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=4)
+# The bases and _TARGET_PROGRAMS come from integration/gpu/decode_gemm_sweep.py on the H200 (62 layer
+# shapes of 19 geometries, M = 1/4/16, 1720 configs): 3 stages and about 160 programs put the layer GEMMs
+# at 1.06x the per-shape best config (4 stages and 264 programs: 1.17x); N > 8192 keeps the wide
+# tile, whose 128 x 256 tall-path tile serves prefill.
+_B16_NARROW = dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)
 _B16_WIDE = dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
 # CPU (Triton interpreter, fp32): few, large programs are what make the interpreter fast.
 _F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
 
-_TARGET_PROGRAMS = 2 * 132  # two programs per H200 SM: enough bytes in flight to stream the weights
+_TARGET_PROGRAMS = 160  # a wave and a fifth on the H200's 132 SMs: more splits cost more than they stream
 _MIN_K_PER_SPLIT = 512
 _MAX_SPLIT = 16            # what 19 served geometries reach (integration/geometries); bounds the proved set
 

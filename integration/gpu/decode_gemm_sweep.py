@@ -1,0 +1,160 @@
+"""Decode GEMM launch configs swept over every served geometry's layer shapes, on a CUDA GPU (#18, #20).
+
+    python integration/gpu/decode_gemm_sweep.py --out DIR [--m 1,4,16] [--shapes N:K,...] [--budget-s 480]
+
+For each distinct (N, K) of the per-layer GEMMs (qkv, o, gate_up, down) of vosti_plugin.integration.geometries,
+times vosti's GEMM (`launch_matmul`) in bf16 at decode batch M under each candidate config (BLOCK_M 64, the
+wgmma tile the tall prefill path shares; BLOCK_N, BLOCK_K, split count, stages), the config the shipped
+rule selects, and cuBLAS. A config is a function of (N, K) only, so whichever wins here keeps every row's
+bits independent of M; the rule that picks it is written afterwards from this data (no autotuning at run
+time). Timer: CUDA graphs over rotating weight copies larger than L2, best of 2 replays. Writes
+DIR/decode_gemm_sweep.json (one row per shape x config: µs per M) and prints the best config per shape.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from integration.gpu.geometry_gemm_floor import layer_shapes  # noqa: E402
+from vosti_plugin.integration.geometries import GEOMETRIES  # noqa: E402
+
+HBM_BYTES_PER_S = 4.3e12
+L2_ROTATION_BYTES = 160e6  # weight copies cycled per graph: well past the H200's 50 MB L2
+SMEM_BYTES = 200_000
+
+
+def shapes() -> list[tuple[int, int]]:
+    out = set()
+    for config in GEOMETRIES.values():
+        for gemm, nk in layer_shapes(config).items():
+            if gemm != "lm_head":
+                out.add(nk)
+    return sorted(out)
+
+
+def candidates(N: int, K: int):
+    from vosti_plugin.ops.matmul import MatmulConfig
+
+    out = []
+    for bn in (32, 64, 128):
+        for bk in (64, 128):
+            for split in (1, 2, 4, 8, 16):
+                if K // split < max(256, bk):
+                    continue
+                programs = math.ceil(N / bn) * split
+                if not 128 <= programs <= 1100:
+                    continue
+                for stages in (3, 4):
+                    if bk * (64 + bn) * 2 * stages > SMEM_BYTES:
+                        continue
+                    out.append(MatmulConfig(block_m=64, block_n=bn, block_k=bk, split_k=split, num_warps=4,
+                                            num_stages=stages))
+    return out
+
+
+def graph_us(fn, n_copies: int) -> float:
+    fn(0)
+    torch.cuda.synchronize()
+    calls = max(2 * n_copies, 16)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn(0)
+    torch.cuda.current_stream().wait_stream(stream)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for j in range(calls):
+            fn(j % n_copies)
+    g.replay()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(2):
+        start.record()
+        g.replay()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e3 / calls)
+    del g
+    return best
+
+
+def sweep_shape(N: int, K: int, ms: list[int]) -> dict:
+    from vosti_plugin.ops import matmul
+
+    wbytes = N * K * 2
+    n = max(1, math.ceil(L2_ROTATION_BYTES / wbytes))
+    ws = [(torch.randn(N, K, device="cuda") / math.sqrt(K)).bfloat16().t() for _ in range(n)]  # weight[N, K].t()
+    xs = {M: torch.randn(M, K, device="cuda").bfloat16() for M in ms}
+    outs = {M: torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for M in ms}
+    shipped = matmul.select_config(N, K, torch.bfloat16)
+    rows = []
+    cublas = {M: graph_us(lambda i, M=M: torch.matmul(xs[M], ws[i], out=outs[M]), n) for M in ms}
+    for cfg in [shipped] + [c for c in candidates(N, K) if c != shipped]:
+        us: dict = {}
+        try:
+            for M in ms:
+                us[M] = graph_us(lambda i, M=M, cfg=cfg: matmul.launch_matmul(xs[M], ws[i], None, outs[M], cfg), n)
+        except Exception as exc:  # noqa: BLE001 - a config that does not compile or fit is data too
+            us = {"error": repr(exc)[:160]}
+        rows.append({"config": vars(cfg), "shipped": cfg == shipped, "us": us})
+    del ws
+    torch.cuda.empty_cache()
+    floor = wbytes / HBM_BYTES_PER_S * 1e6
+    return {"N": N, "K": K, "floor_us": floor, "cublas_us": cublas, "rows": rows}
+
+
+def _total(row: dict, ms: list[int]) -> float:
+    us = row["us"]
+    return sum(us[M] for M in ms) if "error" not in us else float("inf")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--m", default="1,4,16")
+    ap.add_argument("--shapes", default="", help="N:K,... (default: every served geometry's layer shapes)")
+    ap.add_argument("--budget-s", type=float, default=480, help="stop starting new shapes after this long")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("no CUDA GPU: this sweep measures GPU kernels", file=sys.stderr)
+        return 2
+    ms = [int(m) for m in a.m.split(",")]
+    todo = [tuple(int(v) for v in s.split(":")) for s in a.shapes.split(",") if s] or shapes()
+    random.Random(0).shuffle(todo)  # a sweep cut short by its budget still spans small and large shapes
+    a.out.mkdir(parents=True, exist_ok=True)
+    t0, results = time.perf_counter(), []
+    for i, (N, K) in enumerate(todo, 1):
+        if time.perf_counter() - t0 > a.budget_s:
+            print(f"budget spent after {i - 1} of {len(todo)} shapes", flush=True)
+            break
+        r = sweep_shape(N, K, ms)
+        results.append(r)
+        ok = [x for x in r["rows"] if "error" not in x["us"]]
+        best = min(ok, key=lambda x: _total(x, ms))
+        shipped = next(x for x in r["rows"] if x["shipped"])
+        c = best["config"]
+
+        def per_m(us: dict) -> str:
+            return "/".join(f"{us.get(M, float('nan')):.1f}" for M in ms)
+
+        print(f"[{i}/{len(todo)} {time.perf_counter() - t0:5.0f}s] N={N:6d} K={K:6d} floor={r['floor_us']:6.1f} "
+              f"cublas={per_m(r['cublas_us'])} shipped={per_m(shipped['us'])} best={per_m(best['us'])} "
+              f"bn{c['block_n']} bk{c['block_k']} s{c['split_k']} st{c['num_stages']} ({len(ok)} configs)", flush=True)
+        (a.out / "decode_gemm_sweep.json").write_text(json.dumps(
+            {"m": ms, "device": torch.cuda.get_device_name(), "shapes": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
