@@ -108,7 +108,6 @@ def test_correct_wrappers_pass_the_launch_check(path):
     assert obligations(check_module(path, module=mod)) == []
 
 
-
 def test_a_verdict_does_not_depend_on_earlier_proofs_in_the_process(monkeypatch):
     """Each goal is checked in a Z3 context of its own, with fresh-constant names restarted: proving the
     persistent-matmul control (a hard non-linear coverage query, once rejected after other proofs in the
