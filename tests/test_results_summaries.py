@@ -114,7 +114,7 @@ def test_sweep_summary_keeps_shipped_adopted_and_fastest_configs(tmp_path):
 def test_geometry_table_rebuilds_from_the_tracked_summary():
     from vosti_plugin.integration.geometries import table
 
-    run = RESULTS / "cpu-geometries"
+    run = RESULTS / "cpu-geometries-cold"
     assert table.rebuild(run) == (run / "README.md").read_text()
     rows = json.loads((run / "summary.json").read_text())["rows"]
     assert {r["model"] for r in rows} == set(table.GEOMETRIES)

@@ -134,7 +134,7 @@ def test_a_verdict_does_not_depend_on_earlier_proofs_in_the_process(monkeypatch)
 
     outer = z3.main_ctx()
     first = prove()
-    for path in NEGATIVE[:10] + POSITIVE:
+    for path in NEGATIVE[:10] + POSITIVE:  # the -inf masking control among them
         other = _load(path)
         for kernel in _kernels(other):
             verify_kernel(kernel, config=getattr(other, "CONFIGS", [{}])[0])
