@@ -142,3 +142,21 @@ def test_a_verdict_does_not_depend_on_earlier_proofs_in_the_process(monkeypatch)
     assert first[0] == again[0] == ["proved"]
     assert first[1] and again[1] == first[1]
     assert z3.main_ctx() is outer
+
+
+def test_proofs_from_two_threads_give_the_reports_of_serial_ones():
+    """The Z3 context swapped in per goal is process-wide, so goals from two threads take turns."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    picks = [CORPUS / "good_persistent_matmul.py", CORPUS / "good_inf_arithmetic_mask.py",
+             CORPUS / "bad_int32_row_offset.py", CORPUS / "good_prefix_rowsum.py"]
+    mods = [_load(p) for p in picks]
+
+    def reports(mod):
+        return [(r.status, [(o.name, o.line, o.status) for o in r.obligations])
+                for r in (verify_kernel(k, config=mod.CONFIGS[0]) for k in _kernels(mod))]
+
+    serial = [reports(m) for m in mods]
+    with ThreadPoolExecutor(2) as pool:
+        threaded = list(pool.map(reports, mods + mods))
+    assert threaded == serial + serial

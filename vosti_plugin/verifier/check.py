@@ -4,6 +4,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import itertools
+import threading
 import time
 from typing import Any, Iterator
 
@@ -28,6 +29,7 @@ def _bind(name: str, value) -> tuple:
 
 
 # the counters that name fresh Z3 constants, restarted with each context (names only need to be unique in one)
+_CONTEXT_LOCK = threading.RLock()  # the default context is process-wide: one goal at a time per process
 _NAME_COUNTERS = ((symbolic, "_fresh"), (relational, "_ids"), (outputs, "_ids"), (memory, "_ids"), (spec, "_bound_ids"))
 
 
@@ -42,18 +44,19 @@ def fresh_z3_context() -> Iterator[None]:
     used outside (a report holds strings and numbers only), and the counters that name fresh constants
     restart, so the same goal builds the same terms."""
     module = z3.z3
-    saved = module._main_ctx, [getattr(m, a) for m, a in _NAME_COUNTERS]
-    clear_term_caches()
-    module._main_ctx = z3.Context()
-    for m, a in _NAME_COUNTERS:
-        setattr(m, a, itertools.count())
-    try:
-        yield
-    finally:
+    with _CONTEXT_LOCK:
+        saved = module._main_ctx, [getattr(m, a) for m, a in _NAME_COUNTERS]
         clear_term_caches()
-        module._main_ctx = saved[0]
-        for (m, a), counter in zip(_NAME_COUNTERS, saved[1]):
-            setattr(m, a, counter)
+        module._main_ctx = z3.Context()
+        for m, a in _NAME_COUNTERS:
+            setattr(m, a, itertools.count())
+        try:
+            yield
+        finally:
+            clear_term_caches()
+            module._main_ctx = saved[0]
+            for (m, a), counter in zip(_NAME_COUNTERS, saved[1]):
+                setattr(m, a, counter)
 
 
 def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[str, Any],
