@@ -4,13 +4,12 @@ from __future__ import annotations
 import ast
 import contextlib
 import itertools
-import threading
 import time
 from typing import Any, Iterator
 
 import z3
 
-from vosti_plugin.verifier import ir, memory, outputs, relational, spec, symbolic
+from vosti_plugin.verifier import ir, memory, outputs, relational, serial, spec, symbolic
 from vosti_plugin.verifier.contracts import Contract, Goal
 from vosti_plugin.verifier.frontend import Unsupported
 from vosti_plugin.verifier.memory import SIZE_LIMIT, check_read_after_write, check_side_conditions, check_store_bounds
@@ -29,7 +28,6 @@ def _bind(name: str, value) -> tuple:
 
 
 # the counters that name fresh Z3 constants, restarted with each context (names only need to be unique in one)
-_CONTEXT_LOCK = threading.RLock()  # the default context is process-wide: one goal at a time per process
 _NAME_COUNTERS = ((symbolic, "_fresh"), (relational, "_ids"), (outputs, "_ids"), (memory, "_ids"), (spec, "_bound_ids"))
 
 
@@ -44,7 +42,7 @@ def fresh_z3_context() -> Iterator[None]:
     used outside (a report holds strings and numbers only), and the counters that name fresh constants
     restart, so the same goal builds the same terms."""
     module = z3.z3
-    with _CONTEXT_LOCK:
+    with serial.LOCK:
         saved = module._main_ctx, [getattr(m, a) for m, a in _NAME_COUNTERS]
         clear_term_caches()
         module._main_ctx = z3.Context()

@@ -12,7 +12,7 @@ import inspect
 import textwrap
 from typing import Any
 
-from vosti_plugin.verifier import ir
+from vosti_plugin.verifier import ir, serial
 
 MATH_FNS = {
     "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "tanh", "abs", "sigmoid", "erf", "cos", "sin",
@@ -542,6 +542,12 @@ def kernel_from_function(kernel: Any) -> ir.Kernel:
 
 def kernel_from_source(source: str, name: str | None = None, first_line: int = 1, filename: str = "<string>",
                        globals_: dict[str, Any] | None = None) -> ir.Kernel:
+    with serial.LOCK:
+        return _kernel_from_source(source, name, first_line, filename, globals_)
+
+
+def _kernel_from_source(source: str, name: str | None, first_line: int, filename: str,
+                        globals_: dict[str, Any] | None) -> ir.Kernel:
     tree = ast.parse(textwrap.dedent(source))
     fdefs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if name is not None:

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from vosti_plugin.verifier import serial
 from vosti_plugin.verifier.report import Obligation
 
 TUNERS = {"autotune": "@triton.autotune picks the config at run time by timing candidates keyed on the arguments",
@@ -296,7 +297,8 @@ def check_module_source(source: str, module: str = "<string>", contracts: dict |
                         require_guard: bool = False) -> list[LaunchFinding]:
     """contracts: kernel name -> Contract (enables the `same` and grid checks); require_guard: every launch of
     a contracted kernel must be preceded by its guard.check (modules of the shipped catalog)."""
-    tree = ast.parse(source)
+    with serial.LOCK:
+        tree = ast.parse(source)
     kernels: dict[str, KernelInfo] = {}
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
