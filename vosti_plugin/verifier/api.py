@@ -201,10 +201,8 @@ def _spec_names(spec: Contract) -> set[str]:
     return {w for w in text.replace("(", " ").replace(")", " ").replace(",", " ").split() if w.isidentifier()}
 
 
-# The catalog and its kernels' IR as the running verification planned them; set before the worker pool
-# forks, so workers inherit them (a worker started otherwise builds them once)
-_PARSED: dict[int, ir.Kernel] = {}  # catalog entry index -> IR of its kernel
-_ENTRIES: list[dict] = []  # the catalog (29,000 configs: a second a build)
+_PARSED: dict[int, ir.Kernel] = {}  # per process: catalog entry index -> IR of its kernel
+_ENTRIES: list[dict] = []  # per process: the catalog, built once (29,000 configs: half a second a build)
 
 
 def _run_group(task: tuple) -> dict:
@@ -296,15 +294,13 @@ class Group:
 Wanted = dict  # family -> set of its launch configs, each as sorted (field, value) items
 
 
-def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None, *, entries: list[dict] | None = None,
-                 parsed: dict[int, ir.Kernel] | None = None) -> tuple[list[Group], list[Result]]:
+def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tuple[list[Group], list[Result]]:
     """The groups a catalog verification proves, and the rows of kernels outside the subset.  With `wanted`,
     only what one deployment needs: of a family it names, the groups with a member of one of its launch
-    configs (the proof covers the whole group); of every other family, all groups.  entries: the catalog
-    to plan (default: built here); parsed: filled with each planned entry's kernel IR."""
+    configs (the proof covers the whole group); of every other family, all groups."""
     groups: list[Group] = []
     rejected: list[Result] = []
-    for ei, entry in enumerate(catalog_entries() if entries is None else entries):
+    for ei, entry in enumerate(catalog_entries()):
         kern = entry["kernel"]
         name = kern.fn.__name__
         if kernel is not None and kernel not in name and kernel != entry["family"]:
@@ -323,8 +319,6 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None, *, ent
             rejected += [Result(name, cfg, "*", "unsupported", "subset", u.line, u.what, 0.0, False, src)
                          for cfg, _fam in entry["configs"]]
             continue
-        if parsed is not None:
-            parsed[ei] = k
         shash = _source_hash(kern, spec)
         for gi, g in enumerate(spec.verif):
             for key, members in _groups(entry, k, spec):
@@ -361,11 +355,7 @@ def verify_configs(wanted: Wanted, *, cache_dir: Path | None = None,
 
 def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers, *, wanted: Wanted | None = None,
                     on_group=None) -> list[Result]:
-    entries, parsed = catalog_entries(), {}
-    groups, results = catalog_plan(kernel, wanted, entries=entries, parsed=parsed)
-    _ENTRIES[:] = entries
-    _PARSED.clear()
-    _PARSED.update(parsed)
+    groups, results = catalog_plan(kernel, wanted)
     if progress:
         for r in results:
             progress(r)
