@@ -7,7 +7,7 @@ times vosti's GEMM (`launch_matmul`) in bf16 at decode batch M under each candid
 wgmma tile the tall prefill path shares; BLOCK_N, BLOCK_K, split count, stages), the config the shipped
 rule selects, and cuBLAS. A config is a function of (N, K) only, so whichever wins here keeps every row's
 bits independent of M; the rule that picks it is written afterwards from this data (no autotuning at run
-time). Timer: CUDA graphs over rotating weight copies larger than L2, best of 2 replays. Writes
+time). Timer: dense_bench's (CUDA graphs over rotating weight copies larger than L2), best of 2 replays. Writes
 DIR/decode_gemm_sweep.json (one row per shape x config: µs per M) and prints the best config per shape.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
+from integration.gpu import dense_bench  # noqa: E402
 from integration.gpu.geometry_gemm_floor import layer_shapes  # noqa: E402
 from vosti_plugin.integration.geometries import GEOMETRIES  # noqa: E402
 
@@ -62,33 +63,6 @@ def candidates(N: int, K: int):
     return out
 
 
-def graph_us(fn, n_copies: int) -> float:
-    fn(0)
-    torch.cuda.synchronize()
-    calls = max(2 * n_copies, 16)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn(0)
-    torch.cuda.current_stream().wait_stream(stream)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for j in range(calls):
-            fn(j % n_copies)
-    g.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(2):
-        start.record()
-        g.replay()
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end) * 1e3 / calls)
-    del g
-    return best
-
-
 def sweep_shape(N: int, K: int, ms: list[int]) -> dict:
     from vosti_plugin.ops import matmul
 
@@ -99,12 +73,14 @@ def sweep_shape(N: int, K: int, ms: list[int]) -> dict:
     outs = {M: torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for M in ms}
     shipped = matmul.select_config(N, K, torch.bfloat16)
     rows = []
-    cublas = {M: graph_us(lambda i, M=M: torch.matmul(xs[M], ws[i], out=outs[M]), n) for M in ms}
+    timed = dense_bench._graph_time_us
+    cublas = {M: timed(lambda i, M=M: torch.matmul(xs[M], ws[i], out=outs[M]), n, reps=2) for M in ms}
     for cfg in [shipped] + [c for c in candidates(N, K) if c != shipped]:
         us: dict = {}
         try:
             for M in ms:
-                us[M] = graph_us(lambda i, M=M, cfg=cfg: matmul.launch_matmul(xs[M], ws[i], None, outs[M], cfg), n)
+                us[M] = timed(lambda i, M=M, cfg=cfg: matmul.launch_matmul(xs[M], ws[i], None, outs[M], cfg), n,
+                              reps=2)
         except Exception as exc:  # noqa: BLE001 - a config that does not compile or fit is data too
             us = {"error": repr(exc)[:160]}
         rows.append({"config": vars(cfg), "shipped": cfg == shipped, "us": us})
