@@ -1,0 +1,246 @@
+"""Prefill GEMM kernel variants on a CUDA GPU: which keeps the decode path's bits and how close it gets to cuBLAS.
+
+    python integration/gpu/tall_variants.py --out $OUT/tall_variants.json [--budget-s 240]
+    python integration/gpu/tall_variants.py --cpu-smoke --out /tmp/tv.json     # logic check, no GPU
+
+Every variant reduces each split's K blocks in order into an accumulator that starts at 0, adds the splits in
+order (split 1: the accumulator is stored as it is), like the decode path (`ops.matmul.launch_matmul`). What
+differs is what the decode contract does not fix: tile sizes, block_k (a multiple of the split length; the MMA
+chain on Hopper accumulates K steps in one order whatever block_k is, which the bits section checks), program
+order (GROUP_M groups of row tiles share a column tile in L2), loop structure (one pipelined K loop per split)
+and loads (pointers or TMA descriptors). Each variant's rows are compared bit for bit with the decode path's at
+every M; a variant that differs is reported and not timed. Timing: triton.testing.do_bench (L2 flushed).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+if "--cpu-smoke" in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from integration.gpu.dense_bench import Report, device_ready  # noqa: E402
+
+SHAPES = {  # (N, K) -> GEMMs
+    (6144, 4096): "llama qkv", (4096, 4096): "llama o", (28672, 4096): "llama gate_up", (4096, 14336): "llama down",
+    (4096, 2560): "gemma qkv", (2560, 2048): "gemma o", (20480, 2560): "gemma gate_up", (2560, 10240): "gemma down",
+}
+M_VALUES = (1024, 4096)
+DTYPE = torch.bfloat16
+DEVICE = "cuda"
+# name: (loads, GROUP_M, BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); BLOCK_N 256 only without a split
+VARIANTS = {
+    "ptr 2d 128x128x64 s4": ("ptr", 0, 128, 128, 64, 8, 4),
+    "ptr g8 128x128x64 s4": ("ptr", 8, 128, 128, 64, 8, 4),
+    "ptr g8 128x128x128 s3": ("ptr", 8, 128, 128, 128, 8, 3),
+    "ptr g8 128x256x64 s3": ("ptr", 8, 128, 256, 64, 8, 3),
+    "tma g8 128x128x64 s4": ("tma", 8, 128, 128, 64, 8, 4),
+    "tma g8 128x256x64 s3": ("tma", 8, 128, 256, 64, 8, 3),
+    "tma g8 128x256x64 s4": ("tma", 8, 128, 256, 64, 8, 4),
+    "tma g8 128x128x64 s5 w4": ("tma", 8, 128, 128, 64, 4, 5),
+    "tma g8 256x128x64 s3": ("tma", 8, 256, 128, 64, 8, 3),
+}
+CONTROL = ("ptr", 0, 128, 128, 64, 8, 3)  # run with split 1 on split shapes: other partial-sum boundaries must differ
+
+
+@triton.jit
+def _tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    if GROUP_M == 0:
+        pid_m = pid % num_m
+        pid_n = pid // num_m
+    else:
+        per_group = GROUP_M * num_n
+        first_m = (pid // per_group) * GROUP_M
+        size_m = tl.minimum(num_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % per_group) % size_m
+        pid_n = (pid % per_group) // size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def ptr_kernel(a_ptr, w_ptr, c_ptr, M, N, K, K_PER_SPLIT, stride_am, stride_wn, stride_cm,
+               NUM_SPLITS: tl.constexpr, GROUP_M: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows_in = rows % M  # rows past M read row (x mod M); their results are never stored
+    cols_in = cols % N
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in tl.static_range(NUM_SPLITS):
+        k_end = tl.minimum((s + 1) * K_PER_SPLIT, K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(s * K_PER_SPLIT, k_end, BLOCK_K):
+            ks = k0 + tl.arange(0, BLOCK_K)
+            a = tl.load(a_ptr + rows_in[:, None] * stride_am + ks[None, :], mask=ks[None, :] < k_end, other=0.0)
+            w = tl.load(w_ptr + cols_in[None, :] * stride_wn + ks[:, None], mask=ks[:, None] < k_end, other=0.0)
+            acc = tl.dot(a, w, acc)
+        if NUM_SPLITS == 1:
+            total = acc
+        else:
+            total += acc
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], total.to(c_ptr.dtype.element_ty),
+             mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+@triton.jit
+def tma_kernel(a_desc, w_desc, c_ptr, M, N, K, K_PER_SPLIT, stride_cm,
+               NUM_SPLITS: tl.constexpr, GROUP_M: tl.constexpr,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in tl.static_range(NUM_SPLITS):
+        k_end = tl.minimum((s + 1) * K_PER_SPLIT, K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(s * K_PER_SPLIT, k_end, BLOCK_K):  # K_PER_SPLIT % BLOCK_K == 0: only K's end is ragged
+            a = a_desc.load([pid_m * BLOCK_M, k0])
+            w = w_desc.load([pid_n * BLOCK_N, k0])
+            acc = tl.dot(a, w.T, acc)
+        if NUM_SPLITS == 1:
+            total = acc
+        else:
+            total += acc
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], total.to(c_ptr.dtype.element_ty),
+             mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+
+def _launcher(variant, cfg, a, w, out):
+    """A no-argument launch of `variant` computing out = a @ w^T with cfg's K order (None if it cannot apply)."""
+    loads, group_m, bm, bn, bk, warps, stages = variant
+    M, K = a.shape
+    N = w.shape[0]
+    kps = cfg.k_per_split(K)
+    if kps % bk or (bn > 128 and cfg.split_k > 1):
+        return None
+    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    meta = dict(NUM_SPLITS=cfg.split_k, GROUP_M=group_m, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                num_warps=warps, num_stages=stages)
+    if loads == "ptr":
+        return lambda: ptr_kernel[grid](a, w, out, M, N, K, kps, a.stride(0), w.stride(0), out.stride(0), **meta)
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
+    w_desc = TensorDescriptor.from_tensor(w, [bn, bk])
+    return lambda: tma_kernel[grid](a_desc, w_desc, out, M, N, K, kps, out.stride(0), **meta)
+
+
+def _config(N: int, K: int):
+    from vosti_plugin.ops import matmul
+
+    return matmul.select_config(N, K, DTYPE)
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8).reshape(t.shape[0], -1)
+
+
+def _time_us(fn) -> float:
+    if DEVICE == "cpu":
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e6
+    return triton.testing.do_bench(fn, warmup=10, rep=60) * 1000.0
+
+
+def run(report: Report, deadline: float) -> bool:
+    from vosti_plugin.ops import matmul
+
+    gen = torch.Generator(device=DEVICE).manual_seed(0)
+    rows, failures = [], []
+    names = list(VARIANTS)
+    print(f"{'gemm':16s} {'M':>5s} {'split':>5s} {'plugin':>8s} {'cuBLAS':>8s} " + " ".join(f"{n[:22]:>22s}" for n in names))
+    for (N, K), gemm in SHAPES.items():
+        cfg = _config(N, K)
+        w = (torch.randn(N, K, generator=gen, device=DEVICE) / math.sqrt(K)).to(DTYPE)
+        for M in M_VALUES:
+            if time.time() > deadline:
+                report.data["incomplete"] = True
+                print("stopped: time budget spent", flush=True)
+                return not failures
+            a = torch.randn(M, K, generator=gen, device=DEVICE).to(DTYPE)
+            ref = matmul.launch_matmul(a, w.t(), None, torch.empty(M, N, device=DEVICE, dtype=DTYPE), cfg)
+            tall_out = torch.empty_like(ref)
+            tall_cfg = matmul.tall_config(cfg, DTYPE)
+            plugin = lambda: matmul.launch_matmul_tall(a, w.t(), None, tall_out, tall_cfg)  # noqa: E731
+            plugin()
+            row = {"gemm": gemm, "N": N, "K": K, "M": M, "split": cfg.split_k, "block_k": cfg.block_k,
+                   "plugin_us": _time_us(plugin), "plugin_bits_equal": bool(torch.equal(_bits(tall_out), _bits(ref))),
+                   "cublas_us": _time_us(lambda: torch.matmul(a, w.t())), "variants": {}}
+            for name in names:
+                out = torch.empty_like(ref)
+                try:
+                    fn = _launcher(VARIANTS[name], cfg, a, w, out)
+                    if fn is None:
+                        continue
+                    fn()
+                    bad = int((~(_bits(out) == _bits(ref)).all(dim=1)).sum())
+                    entry = {"bad_rows": bad}
+                    if bad:
+                        failures.append(f"{gemm} M={M} {name}: {bad}/{M} rows differ from the decode path")
+                    else:
+                        entry["us"] = _time_us(fn)
+                except Exception as exc:  # a config that does not compile or fit is recorded; the rest still run
+                    entry = {"error": repr(exc)[:240]}
+                row["variants"][name] = entry
+            if cfg.split_k > 1:  # the comparison can fail: one split instead of cfg's changes the sums' order
+                out = torch.empty_like(ref)
+                control = CONTROL if DEVICE != "cpu" else next(iter(VARIANTS.values()))
+                _launcher(control, dataclasses.replace(cfg, split_k=1), a, w, out)()
+                row["control_bad_rows"] = int((~(_bits(out) == _bits(ref)).all(dim=1)).sum())
+                if not row["control_bad_rows"]:
+                    failures.append(f"{gemm} M={M}: the one-split control gave the split path's bits")
+            rows.append(row)
+            report.put("rows", rows)
+            report.put("failures", failures)
+            cells = []
+            for name in names:
+                e = row["variants"].get(name)
+                cells.append("—" if e is None else "ERR" if "error" in e else f"DIFF {e['bad_rows']}"
+                             if e["bad_rows"] else f"{e['us']:.0f} ({e['us'] / row['cublas_us']:.2f}x)")
+            print(f"{gemm:16s} {M:5d} {cfg.split_k:5d} {row['plugin_us']:8.0f} {row['cublas_us']:8.0f} "
+                  + " ".join(f"{c:>22s}" for c in cells), flush=True)
+            del a, ref
+    return not failures
+
+
+def _use_cpu_smoke() -> None:
+    """Tiny fp32 shapes through the Triton interpreter, with a split config (the CPU catalog has none)."""
+    global SHAPES, M_VALUES, DTYPE, DEVICE, VARIANTS, _config
+    from vosti_plugin.ops.matmul import MatmulConfig
+    SHAPES = {(96, 256): "tiny split", (160, 64): "tiny"}
+    M_VALUES = (40,)
+    DTYPE, DEVICE = torch.float32, "cpu"
+    VARIANTS = {"ptr 2d 32x32x32": ("ptr", 0, 32, 32, 32, 4, 1), "ptr g2 16x32x32": ("ptr", 2, 16, 32, 32, 4, 1)}
+    _config = lambda N, K: MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=3 if K >= 96 else 1,  # noqa: E731
+                                        num_stages=1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="")
+    ap.add_argument("--budget-s", type=float, default=240)
+    ap.add_argument("--cpu-smoke", action="store_true")
+    args = ap.parse_args()
+    if not device_ready(args.cpu_smoke, _use_cpu_smoke):
+        return 1
+    report = Report(args.out)
+    ok = run(report, time.time() + args.budget_s)
+    print("VARIANT BITS:", "PASS" if ok else "FAIL (see failures)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
