@@ -4,6 +4,7 @@ of the split + combine path; it is on by default for 16-bit GEMMs only, and VOST
 CPU runs the kernels through the Triton interpreter in fp32 (see conftest). Whether the H200's MMA keeps
 these bits across tile shapes is checked by integration/gpu/tall_gemm_check.py."""
 import dataclasses
+from unittest import mock
 
 import pytest
 import torch
@@ -40,14 +41,27 @@ def _bits(t: torch.Tensor) -> torch.Tensor:
     config=st.sampled_from(CURRENT_CONFIGS),
     tiles=st.sampled_from(TALL_TILES),
     with_bias=st.booleans(),
+    tma=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
 )
-@example(M=77, N=50, K=50, config=CURRENT_CONFIGS[3], tiles=(64, 64), with_bias=True, seed=1)  # 2 empty splits
-@example(M=129, N=150, K=260, config=CURRENT_CONFIGS[5], tiles=(32, 128), with_bias=False, seed=2)
-def test_tall_row_equals_split_and_combine_row(M, N, K, config, tiles, with_bias, seed):
+@example(M=77, N=50, K=52, config=CURRENT_CONFIGS[3], tiles=(64, 64), with_bias=True, tma=True, seed=1)  # 2 empty splits
+@example(M=77, N=50, K=50, config=CURRENT_CONFIGS[3], tiles=(64, 64), with_bias=True, tma=False, seed=1)
+@example(M=129, N=150, K=260, config=CURRENT_CONFIGS[5], tiles=(32, 128), with_bias=False, tma=True, seed=2)
+def test_tall_row_equals_split_and_combine_row(M, N, K, config, tiles, with_bias, tma, seed):
+    """Both tall kernels: the TMA one (where the operands allow descriptors) and the pointer one."""
     a, w, bias = _operands(seed, M, N, K, with_bias)
     tall = dataclasses.replace(config, block_m=tiles[0], block_n=tiles[1], num_warps=8)
-    assert torch.equal(_bits(_tall(a, w, bias, tall)), _bits(_current(a, w, bias, config)))
+    with mock.patch.object(matmul, "_tma_operands", matmul._tma_operands if tma else lambda a, b: False):
+        got = _tall(a, w, bias, tall)
+    assert torch.equal(_bits(got), _bits(_current(a, w, bias, config)))
+
+
+def test_tma_operands_need_row_major_aligned_tensors():
+    a, w, _ = _operands(6, 8, 16, 64, with_bias=False)
+    assert matmul._tma_operands(a, w.t())
+    assert not matmul._tma_operands(a[:, :62], w[:, :62].t()), "a row of 62 fp32 is not a multiple of 16 bytes"
+    assert not matmul._tma_operands(a[:, 4:], w[:, 4:].t()), "a strided view is not row-major"
+    assert not matmul._tma_operands(a, w.t().contiguous()), "b must be W^T of a row-major W"
 
 
 @pytest.mark.parametrize("change", [dict(block_k=16), dict(split_k=2), dict(split_k=4)])
@@ -139,10 +153,9 @@ def test_tall_path_on_takes_tall_launches_from_the_threshold(monkeypatch):
     config = matmul.select_config(N, K, torch.float32)
     tall_config = matmul.tall_config(config, torch.float32)
     assert config.split_k == 1 and tall_config.block_m > config.block_m
-    # a split-1 tall launch is mm_kernel with the tall tiles, through launch_matmul
+    # contiguous operands: the tall launch is mm_tall_tma_kernel, not launch_matmul with the tall tiles
     assert log.calls == [("launch_matmul", matmul.TALL_MIN_ROWS - 1, config),
-                         ("launch_matmul_tall", matmul.TALL_MIN_ROWS + 5, tall_config),
-                         ("launch_matmul", matmul.TALL_MIN_ROWS + 5, tall_config)]
+                         ("launch_matmul_tall", matmul.TALL_MIN_ROWS + 5, tall_config)]
     assert torch.equal(tall[: matmul.TALL_MIN_ROWS - 1], below), "rows must not notice the path switch"
 
 
@@ -157,8 +170,28 @@ def test_tall_split_launch_runs_the_one_program_kernel(monkeypatch):
 
     monkeypatch.setattr(matmul, "mm_tall_kernel", Spy())
     monkeypatch.setattr(matmul, "splitk_combine_kernel", None)  # the tall path must not need it
+    monkeypatch.setattr(matmul, "_tma_operands", lambda a, b: False)
     a, w, _ = _operands(5, 100, 48, 200, with_bias=False)
     config = matmul.MatmulConfig(block_m=64, block_n=32, block_k=32, split_k=3, num_stages=1)
+    _tall(a, w, None, config)
+    assert ran == [(2, 2)]
+
+
+@pytest.mark.parametrize("split_k", [1, 3])
+def test_tall_launch_of_row_major_operands_runs_the_tma_kernel(monkeypatch, split_k):
+    ran = []
+    real = matmul.mm_tall_tma_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            ran.append(grid)
+            return real[grid]
+
+    monkeypatch.setattr(matmul, "mm_tall_tma_kernel", Spy())
+    for other in ("mm_tall_kernel", "mm_kernel", "splitk_combine_kernel", "mm_splitk_partial_kernel"):
+        monkeypatch.setattr(matmul, other, None)
+    a, w, _ = _operands(5, 100, 48, 200, with_bias=False)
+    config = matmul.MatmulConfig(block_m=64, block_n=32, block_k=32, split_k=split_k, num_stages=1)
     _tall(a, w, None, config)
     assert ran == [(2, 2)]
 
@@ -167,8 +200,10 @@ def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
     for (N, K, dtype_name), config in matmul.CATALOG.items():
         dtype = getattr(torch, dtype_name)
         tall = matmul.tall_config(config, dtype)
-        assert (tall.block_k, tall.split_k) == (config.block_k, config.split_k)
-        assert tall.k_per_split(K) == config.k_per_split(K)
+        assert tall.split_k == config.split_k and tall.k_per_split(K) == config.k_per_split(K)
+        assert tall.k_per_split(K) % tall.block_k == 0, "a tall K block must not straddle a split boundary"
+        if dtype == torch.float32:  # the interpreter rounds once per block: block_k is part of the K order
+            assert tall.block_k == config.block_k
         assert tall.block_m >= config.block_m and tall.block_n >= config.block_n
         smem = (tall.block_m * tall.block_k + tall.block_k * tall.block_n) * dtype.itemsize * tall.num_stages
         assert smem <= 227 * 1024, f"{N}x{K}: {smem} bytes of shared memory"
@@ -186,6 +221,22 @@ def test_verifier_proves_tall_kernel_row_invariance_and_refuses_an_m_dependent_s
     mutant = source.replace("(k0 + BLOCK_K) % K_PER_SPLIT == 0", "(k0 + BLOCK_K) % M == 0")
     assert mutant != source
     config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "HAS_BIAS": True, "DOT_PRECISION": "tf32"}
+    assert verify_kernel(source, spec, config).status == "proved"
+    assert verify_kernel(mutant, spec, config).status == "failed"
+
+
+def test_verifier_proves_the_tma_kernel_and_refuses_a_split_count_from_m():
+    import inspect
+
+    from vosti_plugin.verifier.api import verify_kernel
+    from vosti_plugin.verifier.contracts import contract_of
+
+    spec = contract_of(matmul.mm_tall_tma_kernel)
+    source = inspect.getsource(matmul.mm_tall_tma_kernel.fn)
+    source = source[source.index("@triton.jit"):]
+    mutant = source.replace("for s in range(0, SPLIT_K):", "for s in range(0, SPLIT_K - M % 2):")
+    assert mutant != source
+    config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "HAS_BIAS": True, "DOT_PRECISION": "tf32", "SPLIT_K": 4}
     assert verify_kernel(source, spec, config).status == "proved"
     assert verify_kernel(mutant, spec, config).status == "failed"
 

@@ -19,6 +19,9 @@ def _src(body: str) -> str:
     ("v = tl.load(x)\nw = my_helper(v)", "unknown function", 6),
     ("for i in range(n):\n    break", "break", 6),
     ("v = tl.load(x)\nr = tl.cumsum(v, 0)", "scans", 6),
+    ("v = tl.load(y)\nx.store([0], v)", "tensor-descriptor stores", 6),
+    ("z = x\nv = z.load([0])", "descriptor load on a local name", 6),
+    ("v = x.load(0)", "desc.load([offsets])", 5),
 ])
 def test_outside_the_subset_is_rejected_with_line(body, what, line):
     with pytest.raises(Unsupported) as err:

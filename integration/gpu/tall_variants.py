@@ -40,15 +40,15 @@ DTYPE = torch.bfloat16
 DEVICE = "cuda"
 # name: (loads, GROUP_M, BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); BLOCK_N 256 only without a split
 VARIANTS = {
-    "ptr 2d 128x128x64 s4": ("ptr", 0, 128, 128, 64, 8, 4),
-    "ptr g8 128x128x64 s4": ("ptr", 8, 128, 128, 64, 8, 4),
-    "ptr g8 128x128x128 s3": ("ptr", 8, 128, 128, 128, 8, 3),
-    "ptr g8 128x256x64 s3": ("ptr", 8, 128, 256, 64, 8, 3),
     "tma g8 128x128x64 s4": ("tma", 8, 128, 128, 64, 8, 4),
-    "tma g8 128x256x64 s3": ("tma", 8, 128, 256, 64, 8, 3),
-    "tma g8 128x256x64 s4": ("tma", 8, 128, 256, 64, 8, 4),
-    "tma g8 128x128x64 s5 w4": ("tma", 8, 128, 128, 64, 4, 5),
-    "tma g8 256x128x64 s3": ("tma", 8, 256, 128, 64, 8, 3),
+    "tma g8 128x128x64 s5": ("tma", 8, 128, 128, 64, 8, 5),
+    "tma g16 128x128x64 s4": ("tma", 16, 128, 128, 64, 8, 4),
+    "tma g4 128x128x64 s4": ("tma", 4, 128, 128, 64, 8, 4),
+    "nested g8 128x128x64 s4": ("tma-nested", 8, 128, 128, 64, 8, 4),
+    "nested g8 128x128x64 s5": ("tma-nested", 8, 128, 128, 64, 8, 5),
+    "nested g16 128x128x64 s4": ("tma-nested", 16, 128, 128, 64, 8, 4),
+    "nested g8 128x64x64 s6": ("tma-nested", 8, 128, 64, 64, 4, 6),
+    "oneloop g8 128x128x64 s5": ("tma-one-loop", 8, 128, 128, 64, 8, 5),
 }
 CONTROL = ("ptr", 0, 128, 128, 64, 8, 3)  # run with split 1 on split shapes: other partial-sum boundaries must differ
 
@@ -117,13 +117,44 @@ def tma_kernel(a_desc, w_desc, c_ptr, M, N, K, K_PER_SPLIT, stride_cm,
              mask=(rows < M)[:, None] & (cols < N)[None, :])
 
 
+@triton.jit
+def tma_loop_kernel(a_desc, w_desc, c_ptr, M, N, K, K_PER_SPLIT, stride_cm,
+                    NUM_SPLITS: tl.constexpr, GROUP_M: tl.constexpr, ONE_LOOP: tl.constexpr,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Splits as a runtime outer loop (ONE_LOOP=False) or one K loop that closes a split at its last block."""
+    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if ONE_LOOP:
+        for k0 in range(0, K, BLOCK_K):
+            a = a_desc.load([pid_m * BLOCK_M, k0])
+            w = w_desc.load([pid_n * BLOCK_N, k0])
+            acc = tl.dot(a, w.T, acc)
+            if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):
+                total += acc
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    else:
+        for s in range(0, NUM_SPLITS):
+            k_end = tl.minimum((s + 1) * K_PER_SPLIT, K)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(s * K_PER_SPLIT, k_end, BLOCK_K):
+                a = a_desc.load([pid_m * BLOCK_M, k0])
+                w = w_desc.load([pid_n * BLOCK_N, k0])
+                acc = tl.dot(a, w.T, acc)
+            total += acc
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], total.to(c_ptr.dtype.element_ty),
+             mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+
 def _launcher(variant, cfg, a, w, out):
     """A no-argument launch of `variant` computing out = a @ w^T with cfg's K order (None if it cannot apply)."""
     loads, group_m, bm, bn, bk, warps, stages = variant
     M, K = a.shape
     N = w.shape[0]
     kps = cfg.k_per_split(K)
-    if kps % bk or (bn > 128 and cfg.split_k > 1):
+    if kps % bk or (bm * bn > 128 * 128 and cfg.split_k > 1):
         return None
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
     meta = dict(NUM_SPLITS=cfg.split_k, GROUP_M=group_m, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
@@ -134,6 +165,11 @@ def _launcher(variant, cfg, a, w, out):
 
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     w_desc = TensorDescriptor.from_tensor(w, [bn, bk])
+    if loads in ("tma-nested", "tma-one-loop"):
+        if cfg.split_k == 1:
+            return None
+        meta["ONE_LOOP"] = loads == "tma-one-loop"
+        return lambda: tma_loop_kernel[grid](a_desc, w_desc, out, M, N, K, kps, out.stride(0), **meta)
     return lambda: tma_kernel[grid](a_desc, w_desc, out, M, N, K, kps, out.stride(0), **meta)
 
 

@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from vosti_plugin.verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract, goal, tensor, tensor_descriptor
 from vosti_plugin.launch import guard
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
@@ -53,11 +53,12 @@ class MatmulConfig:
     split_k: int
     num_warps: int = 4
     num_stages: int = 3
+    split_block_k: int = 0  # what split lengths are rounded up to (0: block_k); a tall config keeps its decode one's
 
     def k_per_split(self, K: int) -> int:
-        """Length of each K slice, a multiple of block_k; the last slice may be shorter."""
-        per_split = triton.cdiv(K, self.split_k)
-        return triton.cdiv(per_split, self.block_k) * self.block_k
+        """Length of each K slice, a multiple of split_block_k (or block_k); the last slice may be shorter."""
+        granule = self.split_block_k or self.block_k
+        return triton.cdiv(triton.cdiv(K, self.split_k), granule) * granule
 
 
 # GPU (bf16/fp16). BLOCK_M 64 is the smallest Hopper wgmma tile; small-M decode pays wasted MMA
@@ -144,24 +145,25 @@ def select_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
     return found if found is not None else rule_config(N, K, dtype)
 
 
-# Prefill tiles: 128-row tiles and 8 warps; block_k and split_k stay the config's. A split tile holds two
-# fp32 accumulators (the split's and the total), so it stays 128 x 128 (128 registers a thread); one
-# accumulator may be 128 x 256 when block_k leaves room. Operand stages:
-# (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 bytes * stages, at most 192 KB of the 227 KB an SM has.
-_TALL_B16_BLOCK_M = 128
-_TALL_B16_STAGE_BYTES = 160 * 1024  # 4 stages when they fit in this, else 3
+# Prefill tiles (integration/gpu/tall_variants.py on the H200: 128 x 128 x 64 tiles, 8 warps, 4 stages and TMA
+# loads were the fastest bit-equal variant over the Llama-3.1-8B and Gemma-3-4B GEMMs at M = 1024 and 4096).
+# block_k may differ from the decode config's: Hopper's MMA chain adds one product per K step into the
+# accumulator in K order whatever the block holds (checked bit for bit there), and the split boundaries
+# stay the decode config's (split_block_k). A split tile holds two fp32 accumulators (the split's and the
+# total), which 128 x 128 with 8 warps keeps in registers.
+_TALL_B16 = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
 TALL_MIN_ROWS = 512  # launches with at least this many rows take the tall path when it is on
 
 
 def tall_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
-    """The tall-path launch config of `config`: bigger tiles, the same K order (block_k, split_k)."""
+    """The tall-path launch config of `config`: bigger tiles, the same K order (split_k and split lengths).
+    fp32 keeps block_k: the interpreter's dot rounds once per block, so block_k is part of its K order."""
     if dtype == torch.float32:
         return dataclasses.replace(config, block_m=max(config.block_m, 128))
-    block_m = _TALL_B16_BLOCK_M
-    block_n = 256 if config.split_k == 1 and config.block_k <= 64 else 128
-    stage_bytes = (block_m + block_n) * config.block_k * 2
-    stages = 4 if 4 * stage_bytes <= _TALL_B16_STAGE_BYTES else 3
-    return dataclasses.replace(config, block_m=block_m, block_n=block_n, num_warps=8, num_stages=stages)
+    granule = config.split_block_k or config.block_k
+    if granule % _TALL_B16["block_k"]:
+        raise ValueError(f"tall block_k {_TALL_B16['block_k']} does not divide the split granule {granule}")
+    return dataclasses.replace(config, split_block_k=granule, **_TALL_B16)
 
 
 def tall_path_on(M: int, dtype: torch.dtype) -> bool:
@@ -391,6 +393,62 @@ def mm_tall_kernel(
              total.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
+# Relational contract: row x of an M-row launch equals the one-row launch's row (as mm_tall_kernel's).
+# Why: a_desc.load([pid_m * BLOCK_M, k0]) is rows pid_m * BLOCK_M + i of a at columns k0 + j, zero past M or K
+# (TMA's fill); row x's accumulators run over s = 0 .. SPLIT_K - 1 and, in each, k0 = s * K_PER_SPLIT,
+# + BLOCK_K, ... < min((s + 1) * K_PER_SPLIT, K) in order, none of which sees M. total = ((0 + acc_0) +
+# acc_1) + ... as the combine kernel sums the partials (split 1: the one accumulator itself, like
+# mm_kernel's), then + bias and one cast. Cross-path claim: as mm_tall_kernel's, checked on the GPU by
+# integration/gpu/tall_gemm_check.py and tall_variants.py.
+@contract(
+    params={"a_desc": tensor_descriptor(("M", "K"), ("K", 1), ("BLOCK_M", "BLOCK_K")),
+            "b_desc": tensor_descriptor(("N", "K"), ("K", 1), ("BLOCK_N", "BLOCK_K")),
+            "bias_ptr": tensor(("N",), (1,)),
+            "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
+    grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
+    verif=[goal("row_invariance", same=("N", "K", "K_PER_SPLIT"),
+                pre=_ROW_PRE + ("L.a_desc[x, :] == R.a_desc[0, :]", "L.b_desc[:, :] == R.b_desc[:, :]",
+                                "L.bias_ptr[:] == R.bias_ptr[:]"),
+                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+    bounds=_INT32_OFFSETS[2:3] + _INT32_OFFSETS[5:6],
+)
+@triton.jit(do_not_specialize=["M"], **_jit_options)
+def mm_tall_tma_kernel(
+    a_desc, b_desc, bias_ptr, c_ptr,
+    M, N, K, K_PER_SPLIT,
+    stride_cm, stride_cn,
+    HAS_BIAS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if SPLIT_K == 1:
+        for k0 in range(0, K, BLOCK_K):
+            a = a_desc.load([pid_m * BLOCK_M, k0])
+            b = b_desc.load([pid_n * BLOCK_N, k0])
+            total = tl.dot(a, b.T, total, input_precision=DOT_PRECISION)
+    else:
+        for s in range(0, SPLIT_K):  # a K loop per split keeps each one's TMA pipeline free of branches
+            k_end = tl.minimum((s + 1) * K_PER_SPLIT, K)
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(s * K_PER_SPLIT, k_end, BLOCK_K):
+                a = a_desc.load([pid_m * BLOCK_M, k0])
+                b = b_desc.load([pid_n * BLOCK_N, k0])
+                acc = tl.dot(a, b.T, acc, input_precision=DOT_PRECISION)
+            total += acc
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_ok = cols < N
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + cols, mask=col_ok, other=0.0)
+        total = total + bias.to(tl.float32)[None, :]
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+             total.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & col_ok[None, :])
+
+
 _COMBINE_BLOCK_M = 16
 _COMBINE_BLOCK_N = 128
 _SPLIT_WORKSPACE_ELEMS = 1 << 28  # 1 GiB of fp32 partials at most
@@ -476,6 +534,18 @@ def launch_matmul(
     return out
 
 
+def _tma_operands(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a [M, K] and b [K, N] (b = W^T of a row-major W [N, K]) can be read through TMA descriptors:
+    both row-major over K, 16-byte aligned, on a GPU that has TMA (sm90+) or on the interpreter."""
+    if not (a.is_contiguous() and b.t().is_contiguous()):
+        return False
+    if any(t.data_ptr() % 16 or (t.shape[-1] * t.element_size()) % 16 for t in (a, b.t())):
+        return False
+    if a.device.type == "cpu":
+        return True
+    return torch.cuda.get_device_capability(a.device)[0] >= 9
+
+
 def launch_matmul_tall(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -483,10 +553,8 @@ def launch_matmul_tall(
     out: torch.Tensor,
     config: MatmulConfig,
 ) -> torch.Tensor:
-    """launch_matmul's product in one launch: split 1 is mm_kernel with this config's tiles, split > 1
-    is mm_tall_kernel (every split of a tile in one program, summed in split order)."""
-    if config.split_k == 1:
-        return launch_matmul(a, b, bias, out, config)
+    """launch_matmul's product in one launch per tile: mm_tall_tma_kernel where the operands allow TMA
+    (`_tma_operands`), else mm_tall_kernel (split > 1) or mm_kernel with this config's tiles (split 1)."""
     M, K = a.shape
     N = b.shape[1]
     _check_operands(a, b, bias, out)
@@ -494,14 +562,32 @@ def launch_matmul_tall(
         return launch_matmul(a, b, bias, out, config)
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
-    guard.check(mm_tall_kernel, (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n)),
-                HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype), BLOCK_M=config.block_m,
+    tiles = (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))
+    precision = _dot_precision(a.dtype)
+    if _tma_operands(a, b):
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        guard.check(mm_tall_tma_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
+                    SPLIT_K=config.split_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k)
+        mm_tall_tma_kernel[tiles](
+            TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
+            TensorDescriptor.from_tensor(b.t(), [config.block_n, config.block_k]),
+            bias if bias is not None else out, out,
+            M, N, K, config.k_per_split(K), out.stride(0), out.stride(1),
+            HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k,
+            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+            num_warps=config.num_warps, num_stages=config.num_stages,
+        )
+        return out
+    if config.split_k == 1:
+        return launch_matmul(a, b, bias, out, config)
+    guard.check(mm_tall_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision, BLOCK_M=config.block_m,
                 BLOCK_N=config.block_n, BLOCK_K=config.block_k)
-    mm_tall_kernel[(triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))](
+    mm_tall_kernel[tiles](
         a, b, bias if bias is not None else out, out,
         M, N, K, config.k_per_split(K),
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype),
+        HAS_BIAS=bias is not None, DOT_PRECISION=precision,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )
@@ -556,21 +642,25 @@ def verifier_catalog() -> list[dict]:
     cfgs = [(cfg, getattr(torch, dt)) for (_n, _k, dt), cfg in CATALOG.items()]
     cfgs += [(rule_config(4096, 4096, torch.float32), torch.float32)]
     cfgs += [pair for pair in rule_configs() if pair not in cfgs]
-    plain, split, tall = [], [], []
+    plain, split, tall, tma = [], [], [], []
     for cfg, dtype in cfgs + [(tall_config(cfg, dtype), dtype) for cfg, dtype in cfgs]:
         fam = dataclasses.asdict(cfg)
         base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                 "DOT_PRECISION": _dot_precision(dtype)}
+        is_tall = (cfg, dtype) not in cfgs
+        if is_tall:  # a tall config launches the TMA kernel, or the pointer kernels where TMA cannot read
+            tma += [({**base, "HAS_BIAS": hb, "SPLIT_K": cfg.split_k}, fam) for hb in (False, True)]
         if cfg.split_k == 1:
             plain += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
-        elif (cfg, dtype) in cfgs:
+        elif not is_tall:
             split.append(({**base, "SPLIT_K": cfg.split_k}, fam))
         else:  # the tall path of a split config: one program per tile sums its splits
             tall += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
     combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": _COMBINE_BLOCK_M, "BLOCK_N": _COMBINE_BLOCK_N},
                 fam) for c, fam in split for hb in (False, True)]
     return [{"family": "matmul", "kernel": k, "configs": _unique(c)} for k, c in (
-        (mm_kernel, plain), (mm_splitk_partial_kernel, split), (mm_tall_kernel, tall), (splitk_combine_kernel, combine))]
+        (mm_kernel, plain), (mm_splitk_partial_kernel, split), (mm_tall_kernel, tall), (mm_tall_tma_kernel, tma),
+        (splitk_combine_kernel, combine))]
 
 
 def _unique(pairs: list) -> list:

@@ -40,6 +40,11 @@ class TensorSpec:
     shape: tuple[str, ...]
     strides: tuple[Union[str, int], ...]
     dtype: str = "float32"
+    block: tuple[str, ...] = ()  # a tensor descriptor's block shape (constexpr names); () for a pointer
+
+    @property
+    def is_descriptor(self) -> bool:
+        return bool(self.block)
 
     @property
     def is_float(self) -> bool:
@@ -96,6 +101,15 @@ def tensor(shape: tuple[str, ...] | list[str], strides: tuple[Union[str, int], .
     if len(shape) != len(strides):
         raise ValueError(f"tensor shape {shape} and strides {strides} differ in rank")
     return TensorSpec(tuple(str(s) for s in shape), tuple(strides), dtype)
+
+
+def tensor_descriptor(shape: tuple[str, ...] | list[str], strides: tuple[Union[str, int], ...] | list,
+                      block: tuple[str, ...] | list[str], dtype: str = "float32") -> TensorSpec:
+    """A TMA tensor descriptor over a tensor of `shape` and `strides`, loaded in blocks of `block` (constexpr
+    names): `desc.load([o0, o1])` reads elements o0 + i, o1 + j, and 0 where they fall outside `shape`."""
+    if len(block) != len(shape):
+        raise ValueError(f"descriptor block {block} and shape {shape} differ in rank")
+    return TensorSpec(tensor(shape, strides, dtype).shape, tuple(strides), dtype, tuple(str(b) for b in block))
 
 
 def scalar(dtype: str = "int32") -> ScalarSpec:

@@ -80,6 +80,7 @@ class _Translator:
         self.prefix = prefix  # renaming of locals when inlining helpers
         self.depth = depth
         self.locals: set[str] = set()
+        self.params: set[str] = set()  # the kernel's parameters (not an inlined helper's)
         self.pre_stmts: list[ir.Stmt] = []  # statements produced by inlined helpers
         self._inline_count = 0
 
@@ -375,6 +376,9 @@ class _Translator:
             args = self._args(e, ["dtype", "fp_downcast_rounding", "bitcast"], 1)
             return self.cast(e, self.expr(e.func.value), args[0], args[1], args[2])
         name = self.tl_name(e.func)
+        if name is None and isinstance(e.func, ast.Attribute) and e.func.attr in ("load", "store") \
+                and isinstance(e.func.value, ast.Name) and e.func.value.id in self.locals:
+            return self.descriptor_load(e)
         if name is None and isinstance(e.func, ast.Attribute) and e.func.attr in ("trans",):
             return ir.Trans(self.expr(e.func.value), ln)
         if name is None:
@@ -456,6 +460,17 @@ class _Translator:
             lib = self.math_library(e.func)
             return ir.Math(f"{lib}.{name}" if lib else name, args, ln)
         raise self.fail(e, f"call to tl.{name} (outside the verified subset)")
+
+    def descriptor_load(self, e: ast.Call) -> ir.DescLoad:
+        """`desc.load([o0, o1])` on a kernel parameter; the contract says whether it is a descriptor and gives
+        its shape and block (the symbolic evaluator refuses a pointer parameter there)."""
+        if e.func.attr == "store":
+            raise self.fail(e, "tensor-descriptor stores are outside the verified subset (use tl.store)")
+        if e.keywords or len(e.args) != 1 or not isinstance(e.args[0], (ast.List, ast.Tuple)):
+            raise self.fail(e, "descriptor load other than desc.load([offsets])")
+        if e.func.value.id not in self.params:
+            raise self.fail(e, "descriptor load on a local name (only on a kernel parameter)")
+        return ir.DescLoad(e.func.value.id, tuple(self.expr(o) for o in e.args[0].elts), self.line(e))
 
     def cast(self, e: ast.Call, x: ir.Expr, dtype: ast.AST, rounding: ast.AST | None, bitcast: ast.AST | None) \
             -> ir.Cast:
@@ -564,6 +579,7 @@ def _kernel_from_source(source: str, name: str | None, first_line: int, filename
         ann = ast.unparse(a.annotation) if a.annotation is not None else ""
         params.append(ir.Param(a.arg, "constexpr" in ann, tr.line(a)))
         tr.locals.add(a.arg)
+        tr.params.add(a.arg)
     if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
         raise tr.fail(fdef, "variadic or keyword-only kernel parameters")
     body = tr.stmts(fdef.body)

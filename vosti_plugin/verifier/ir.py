@@ -94,6 +94,14 @@ class Load:
 
 
 @dataclass(frozen=True)
+class DescLoad:
+    """`desc.load([o0, o1, ...])` on a tensor-descriptor parameter."""
+    desc: str
+    offsets: tuple["Expr", ...]
+    line: int
+
+
+@dataclass(frozen=True)
 class Reduce:
     op: str  # sum max min
     x: "Expr"
@@ -159,7 +167,7 @@ class IfExp:
     line: int
 
 
-Expr = Union[Const, Name, ProgramId, Arange, Full, BinOp, UnaryOp, Compare, Math, Where, Load, Reduce, Dot,
+Expr = Union[Const, Name, ProgramId, Arange, Full, BinOp, UnaryOp, Compare, Math, Where, Load, DescLoad, Reduce, Dot,
              Trans, Subscript, Cast, DtypeOf, TileDtype, IfExp]
 
 # -- statements --------------------------------------------------------------------------------------

@@ -910,12 +910,49 @@ class SideEvaluator:
         opts.setdefault("input_precision", "default")
         return "[" + ",".join(f"{k}={v}" for k, v in sorted(opts.items())) + "]"
 
+    def e_DescLoad(self, e: ir.DescLoad) -> Tile:
+        """A TMA block load: element (i, j, ...) is desc[o0 + i, o1 + j, ...], and 0 outside the descriptor's
+        shape (the hardware's zero fill). Evaluated as the masked pointer load it equals, so every obligation
+        that sees loads sees this one."""
+        spec = self.c.param(e.desc)
+        base = self.env.get(e.desc)
+        if not isinstance(spec, TensorSpec) or not spec.is_descriptor or base is None or base.dtype != e.desc:
+            raise self.fail(e.line, f"{e.desc}.load: {e.desc} is not a tensor-descriptor parameter of the contract")
+        if len(e.offsets) != len(spec.shape):
+            raise self.fail(e.line, f"{e.desc}.load with {len(e.offsets)} offsets for a rank-{len(spec.shape)} "
+                                    f"descriptor")
+        block = []
+        for b in spec.block:
+            t = self.expr(ir.Name(b, e.line)) if not b.isdigit() else const_tile(int(b))
+            if t.concrete is None or not isinstance(t.concrete, int):
+                raise self.fail(e.line, f"{e.desc}'s block dimension {b} must be an integer constexpr")
+            block.append(t.concrete)
+        offs = [self.expr(o) for o in e.offsets]
+        if any(o.shape or o.kind != "int" for o in offs):
+            raise self.fail(e.line, f"{e.desc}.load offsets must be integer scalars")
+        dims = [self.z(self.expr(ir.Name(d, e.line)), ()) if not d.isdigit() else z3.IntVal(int(d))
+                for d in spec.shape]
+        shape = tuple(block)
+        side = self.side
+
+        def coords(l):
+            return tuple(z3.simplify(self.z(o, ()) + l[d]) for d, o in enumerate(offs))
+
+        ptr = Tile("ptr", shape, lambda l: PtrElem(e.desc, side, coords(l)), dtype=e.desc)
+        mask = Tile("bool", shape, lambda l: z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(coords(l), dims)]))
+        return self.load_tile(ptr, mask, const_tile(0.0) if spec.is_float else const_tile(0), e.line)
+
     def e_Load(self, e: ir.Load) -> Tile:
         ptr = self.expr(e.ptr)
         if ptr.kind != "ptr":
             raise self.fail(e.line, "tl.load of a non-pointer")
+        if self.c.tensors[ptr.dtype].is_descriptor:
+            raise self.fail(e.line, f"tl.load through tensor descriptor {ptr.dtype} (use {ptr.dtype}.load)")
         mask = self.expr(e.mask) if e.mask is not None else None
         other = self.expr(e.other) if e.other is not None else None
+        return self.load_tile(ptr, mask, other, e.line)
+
+    def load_tile(self, ptr: Tile, mask: Tile | None, other: Tile | None, line: int) -> Tile:
         shape = ptr.shape
         for t in (mask, other):
             if t is not None:
@@ -926,7 +963,7 @@ class SideEvaluator:
         spec = self.c.tensors[ptr.dtype]
         if self.recording:
             self.loads.append(LoadInfo(ptr.dtype, self.side, shape, ptr, mask, self.alive, tuple(self.loop_stack),
-                                       e.line, next(self.seq)))
+                                       line, next(self.seq)))
         if spec.is_float:
             def ffn(l):
                 p = ptr.at(l)
@@ -934,8 +971,8 @@ class SideEvaluator:
                 if other is not None:
                     o = self.fterm(other, l)
                 else:
-                    o = FUndef(f"masked load of {p.tensor} without `other`", e.line) if m is not None else None
-                return FLoad(p.tensor, self.side, p.coords, m, o, e.line)
+                    o = FUndef(f"masked load of {p.tensor} without `other`", line) if m is not None else None
+                return FLoad(p.tensor, self.side, p.coords, m, o, line)
             return Tile("float", shape, ffn, dtype=spec.dtype)
         f = self.int_fn(ptr.dtype)
 
