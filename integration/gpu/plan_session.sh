@@ -8,7 +8,7 @@
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
-# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap (#20).
+# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap and tall-variants (#20).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -96,6 +96,9 @@ for step in $STEPS; do
     gemm-floor)   # decode GEMMs of the 19 served geometries vs the weight-read floor (#18)
       timeout 300 python3 integration/gpu/geometry_gemm_floor.py --out "$R/gemm-floor" > "$R/gemm-floor.log" 2>&1
       log "gemm-floor rc=$? $(tail -1 "$R/gemm-floor.log")" ;;
+    tall-variants)   # prefill GEMM kernel variants against the decode path's bits and cuBLAS (#20)
+      timeout 300 python3 integration/gpu/tall_variants.py --out "$R/tall-variants/summary.json" --budget-s 240 \
+        > "$R/tall-variants.log" 2>&1; log "tall-variants rc=$? $(tail -1 "$R/tall-variants.log")" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
         MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;
