@@ -8,7 +8,7 @@
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
-# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap and tall-variants (#20).
+# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, tall-variants, prefill-seq and bench-tma (#20).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -99,6 +99,12 @@ for step in $STEPS; do
     tall-variants)   # prefill GEMM kernel variants against the decode path's bits and cuBLAS (#20)
       timeout 300 python3 integration/gpu/tall_variants.py --out "$R/tall-variants/summary.json" --budget-s 240 \
         > "$R/tall-variants.log" 2>&1; log "tall-variants rc=$? $(tail -1 "$R/tall-variants.log")" ;;
+    prefill-seq)   # a prefill forward's GEMMs back to back, host cost included: TMA, pointer, old module, cuBLAS
+      timeout 200 python3 integration/gpu/prefill_gemm_sequence.py --out "$R/prefill-seq/summary.json" \
+        ${OLD_MATMUL:+--old "$OLD_MATMUL"} > "$R/prefill-seq.log" 2>&1; log "prefill-seq rc=$?" ;;
+    bench-tma)   # prefill/decode with the tall path's TMA kernel (vosti) and its pointer kernels (vosti-ptr)
+      env OUT="$R/bench-tma" MODEL=llama31-8b BENCH_MODES="vosti vosti-ptr default" CONTEXTS=1024,8192 BATCHES=4 \
+        DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-tma.log" 2>&1; log "bench-tma done" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
         MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;

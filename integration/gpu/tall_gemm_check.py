@@ -161,7 +161,7 @@ def section_bits(report: Report, ms: list[int], deadline: float) -> bool:
     print(f"  {'gemm':34s} {'N':>6s} {'K':>5s} {'M':>5s} {'split':>5s} {'tall tiles':>10s} bits  decode", flush=True)
     for (N, K), users in _shapes().items():
         cfg, tall = _current_config(N, K), _tall_config(N, K)
-        assert (tall.split_k, tall.k_per_split(K)) == (cfg.split_k, cfg.k_per_split(K)), "tall must keep the splits"
+        assert (tall.split_k, tall.k_per_split(K)) == (cfg.split_k, cfg.k_per_split(K)), "tall must keep the K order (split count and lengths)"
         for M in ms:
             if time.time() > deadline:
                 print("  bits stopped: time budget spent", flush=True)

@@ -536,7 +536,10 @@ def launch_matmul(
 
 def _tma_operands(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether a [M, K] and b [K, N] (b = W^T of a row-major W [N, K]) can be read through TMA descriptors:
-    both row-major over K, 16-byte aligned, on a GPU that has TMA (sm90+) or on the interpreter."""
+    both row-major over K, 16-byte aligned, on a GPU that has TMA (sm90+) or on the interpreter.
+    VOSTI_TMA_GEMM=0 sends every tall launch to the pointer kernels (same bits: same K order)."""
+    if os.environ.get("VOSTI_TMA_GEMM", "") == "0":
+        return False
     if not (a.is_contiguous() and b.t().is_contiguous()):
         return False
     if any(t.data_ptr() % 16 or (t.shape[-1] * t.element_size()) % 16 for t in (a, b.t())):

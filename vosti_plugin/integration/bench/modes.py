@@ -5,7 +5,8 @@ import os
 
 # vosti: vosti's defaults (async scheduling as vLLM decides: on where supported); vosti-sync / vosti-async pin it.
 # vosti-tall: vosti's defaults with the tall GEMM path on (VOSTI_TALL_GEMM=1) for launches of 512+ rows.
-MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "default", "bi")
+# vosti-ptr: vosti's defaults with the tall path's TMA kernel off (VOSTI_TMA_GEMM=0): its pointer kernels.
+MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-ptr", "default", "bi")
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
 
 
@@ -15,6 +16,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VLLM_BATCH_INVARIANT"] = "1"
     if mode == "vosti-tall":
         os.environ["VOSTI_TALL_GEMM"] = "1"
+    if mode == "vosti-ptr":
+        os.environ["VOSTI_TMA_GEMM"] = "0"
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes
 
 
