@@ -4,8 +4,6 @@ of the split + combine path; it is on by default for 16-bit GEMMs only, and VOST
 CPU runs the kernels through the Triton interpreter in fp32 (see conftest). Whether the H200's MMA keeps
 these bits across tile shapes is checked by integration/gpu/tall_gemm_check.py."""
 import dataclasses
-from unittest import mock
-
 import pytest
 import torch
 from hypothesis import example, given, settings
@@ -51,7 +49,9 @@ def test_tall_row_equals_split_and_combine_row(M, N, K, config, tiles, with_bias
     """Both tall kernels: the TMA one (where the operands allow descriptors) and the pointer one."""
     a, w, bias = _operands(seed, M, N, K, with_bias)
     tall = dataclasses.replace(config, block_m=tiles[0], block_n=tiles[1], num_warps=8)
-    with mock.patch.object(matmul, "_tma_operands", matmul._tma_operands if tma else lambda a, b: False):
+    if tma and matmul._tma_operands(a, w.t()):
+        got = matmul.launch_matmul_tma(a, w.t(), bias, torch.empty(M, N), tall)
+    else:
         got = _tall(a, w, bias, tall)
     assert torch.equal(_bits(got), _bits(_current(a, w, bias, config)))
 
@@ -110,7 +110,7 @@ class _LaunchLog:
 
     def __init__(self, monkeypatch):
         self.calls: list[tuple[str, int, matmul.MatmulConfig]] = []
-        for name in ("launch_matmul", "launch_matmul_tall"):
+        for name in ("launch_matmul", "launch_matmul_tall", "launch_matmul_tma"):
             real = getattr(matmul, name)
             monkeypatch.setattr(matmul, name, self._spy(name, real))
 
@@ -153,9 +153,10 @@ def test_tall_path_on_takes_tall_launches_from_the_threshold(monkeypatch):
     config = matmul.select_config(N, K, torch.float32)
     tall_config = matmul.tall_config(config, torch.float32)
     assert config.split_k == 1 and tall_config.block_m > config.block_m
-    # contiguous operands: the tall launch is mm_tall_tma_kernel, not launch_matmul with the tall tiles
+    # a split-1 tall launch is mm_kernel with the tall tiles, through launch_matmul
     assert log.calls == [("launch_matmul", matmul.TALL_MIN_ROWS - 1, config),
-                         ("launch_matmul_tall", matmul.TALL_MIN_ROWS + 5, tall_config)]
+                         ("launch_matmul_tall", matmul.TALL_MIN_ROWS + 5, tall_config),
+                         ("launch_matmul", matmul.TALL_MIN_ROWS + 5, tall_config)]
     assert torch.equal(tall[: matmul.TALL_MIN_ROWS - 1], below), "rows must not notice the path switch"
 
 
@@ -170,15 +171,34 @@ def test_tall_split_launch_runs_the_one_program_kernel(monkeypatch):
 
     monkeypatch.setattr(matmul, "mm_tall_kernel", Spy())
     monkeypatch.setattr(matmul, "splitk_combine_kernel", None)  # the tall path must not need it
-    monkeypatch.setattr(matmul, "_tma_operands", lambda a, b: False)
     a, w, _ = _operands(5, 100, 48, 200, with_bias=False)
     config = matmul.MatmulConfig(block_m=64, block_n=32, block_k=32, split_k=3, num_stages=1)
     _tall(a, w, None, config)
     assert ran == [(2, 2)]
 
 
+def test_tma_path_is_opt_in_and_takes_row_major_operands(monkeypatch):
+    N, K = 128, 344
+    a, w, bias = _operands(2, matmul.TALL_MIN_ROWS + 5, N, K, with_bias=True)
+    monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
+    config = matmul.select_config(N, K, torch.float32)
+    for setting, strided, want in (("", False, "launch_matmul_tall"), ("1", False, "launch_matmul_tma"),
+                                   ("1", True, "launch_matmul_tall")):
+        monkeypatch.setenv("VOSTI_TMA_GEMM", setting)
+        log = _LaunchLog(monkeypatch)
+        x = torch.cat([a, a[:, :4]], dim=1)[:, :K] if strided else a
+        out = matmul.linear(x, w, bias)
+        assert log.calls[0][0] == want, (setting, strided, log.calls)
+        config_used = matmul.tma_config(config, torch.float32) if want.endswith("tma") else \
+            matmul.tall_config(config, torch.float32)
+        assert log.calls[0][2] == config_used
+        monkeypatch.undo()
+        monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
+        assert torch.equal(out, matmul.launch_matmul(a, w.t(), bias, torch.empty(a.shape[0], N), config))
+
+
 @pytest.mark.parametrize("split_k", [1, 3])
-def test_tall_launch_of_row_major_operands_runs_the_tma_kernel(monkeypatch, split_k):
+def test_tma_launch_runs_the_tma_kernel_alone(monkeypatch, split_k):
     ran = []
     real = matmul.mm_tall_tma_kernel
 
@@ -192,18 +212,19 @@ def test_tall_launch_of_row_major_operands_runs_the_tma_kernel(monkeypatch, spli
         monkeypatch.setattr(matmul, other, None)
     a, w, _ = _operands(5, 100, 48, 200, with_bias=False)
     config = matmul.MatmulConfig(block_m=64, block_n=32, block_k=32, split_k=split_k, num_stages=1)
-    _tall(a, w, None, config)
+    matmul.launch_matmul_tma(a, w.t(), None, torch.empty(100, 48), config)
     assert ran == [(2, 2)]
 
 
 def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
     for (N, K, dtype_name), config in matmul.CATALOG.items():
         dtype = getattr(torch, dtype_name)
+        tma = matmul.tma_config(config, dtype)
+        assert tma.split_k == config.split_k and tma.k_per_split(K) == config.k_per_split(K)
+        assert tma.k_per_split(K) % tma.block_k == 0, "a TMA K block must not straddle a split boundary"
         tall = matmul.tall_config(config, dtype)
-        assert tall.split_k == config.split_k and tall.k_per_split(K) == config.k_per_split(K)
-        assert tall.k_per_split(K) % tall.block_k == 0, "a tall K block must not straddle a split boundary"
-        if dtype == torch.float32:  # the interpreter rounds once per block: block_k is part of the K order
-            assert tall.block_k == config.block_k
+        assert (tall.block_k, tall.split_k) == (config.block_k, config.split_k)
+        assert tall.k_per_split(K) == config.k_per_split(K)
         assert tall.block_m >= config.block_m and tall.block_n >= config.block_n
         smem = (tall.block_m * tall.block_k + tall.block_k * tall.block_n) * dtype.itemsize * tall.num_stages
         assert smem <= 227 * 1024, f"{N}x{K}: {smem} bytes of shared memory"

@@ -102,8 +102,8 @@ for step in $STEPS; do
     prefill-seq)   # a prefill forward's GEMMs back to back, host cost included: TMA, pointer, old module, cuBLAS
       timeout 200 python3 integration/gpu/prefill_gemm_sequence.py --out "$R/prefill-seq/summary.json" \
         ${OLD_MATMUL:+--old "$OLD_MATMUL"} > "$R/prefill-seq.log" 2>&1; log "prefill-seq rc=$?" ;;
-    bench-tma)   # prefill/decode with the tall path's TMA kernel (vosti) and its pointer kernels (vosti-ptr)
-      env OUT="$R/bench-tma" MODEL=llama31-8b BENCH_MODES="vosti vosti-ptr default" CONTEXTS=1024,8192 BATCHES=4 \
+    bench-tma)   # prefill/decode with the tall path's pointer kernels (vosti) and its TMA kernel (vosti-tma)
+      env OUT="$R/bench-tma" MODEL=llama31-8b BENCH_MODES="vosti vosti-tma" CONTEXTS=1024,8192 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-tma.log" 2>&1; log "bench-tma done" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \

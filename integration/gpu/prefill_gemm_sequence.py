@@ -1,5 +1,5 @@
 """A prefill forward's GEMMs back to back on a CUDA GPU, host launch cost included: the tall path's TMA kernel,
-its pointer kernels (VOSTI_TMA_GEMM=0), an earlier matmul module (--old FILE, e.g. `git show REV:vosti_plugin/ops/
+its pointer kernels (the default), an earlier matmul module (--old FILE, e.g. `git show REV:vosti_plugin/ops/
 matmul.py`), and cuBLAS.
 
     python integration/gpu/prefill_gemm_sequence.py --out $OUT/prefill_seq.json [--old .stage/old_matmul.py]
@@ -67,7 +67,7 @@ def main() -> int:
         return 1
     from vosti_plugin.ops import matmul
 
-    paths = {"tma": matmul.linear, "cublas": torch.nn.functional.linear}
+    paths = {"ptr": matmul.linear, "cublas": torch.nn.functional.linear}
     if args.old:
         paths["old"] = _old_module(args.old).linear
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -76,8 +76,8 @@ def main() -> int:
     for M in M_VALUES:
         xs = {n: torch.randn(M, K, generator=gen, device="cuda").bfloat16() for n, (_N, K) in SHAPES.items()}
         row = {"M": M}
-        for name, fn in list(paths.items()) + [("ptr", matmul.linear)]:
-            os.environ["VOSTI_TMA_GEMM"] = "0" if name == "ptr" else "1"
+        for name, fn in list(paths.items()) + [("tma", matmul.linear)]:
+            os.environ["VOSTI_TMA_GEMM"] = "1" if name == "tma" else "0"
             row[name] = _time(fn, xs, ws)
         os.environ.pop("VOSTI_TMA_GEMM", None)
         rows.append(row)

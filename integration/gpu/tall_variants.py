@@ -197,7 +197,7 @@ def run(report: Report, deadline: float) -> bool:
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     rows, failures = [], []
     names = list(VARIANTS)
-    print(f"{'gemm':16s} {'M':>5s} {'split':>5s} {'plugin':>8s} {'cuBLAS':>8s} " + " ".join(f"{n[:22]:>22s}" for n in names))
+    print(f"{'gemm':16s} {'M':>5s} {'split':>5s} {'plugin':>8s} {'p-tma':>8s} {'cuBLAS':>8s} " + " ".join(f"{n[:22]:>22s}" for n in names))
     for (N, K), gemm in SHAPES.items():
         cfg = _config(N, K)
         w = (torch.randn(N, K, generator=gen, device=DEVICE) / math.sqrt(K)).to(DTYPE)
@@ -215,6 +215,14 @@ def run(report: Report, deadline: float) -> bool:
             row = {"gemm": gemm, "N": N, "K": K, "M": M, "split": cfg.split_k, "block_k": cfg.block_k,
                    "plugin_us": _time_us(plugin), "plugin_bits_equal": bool(torch.equal(_bits(tall_out), _bits(ref))),
                    "cublas_us": _time_us(lambda: torch.matmul(a, w.t())), "variants": {}}
+            if DEVICE != "cpu":  # the plugin's TMA kernel (VOSTI_TMA_GEMM=1)
+                tma_cfg = matmul.tma_config(cfg, DTYPE)
+                tma = lambda: matmul.launch_matmul_tma(a, w.t(), None, tall_out, tma_cfg)  # noqa: E731
+                tma()
+                row["plugin_tma_us"] = _time_us(tma)
+                row["plugin_tma_bits_equal"] = bool(torch.equal(_bits(tall_out), _bits(ref)))
+                if not row["plugin_tma_bits_equal"]:
+                    failures.append(f"{gemm} M={M}: launch_matmul_tma differs from the decode path")
             for name in names:
                 out = torch.empty_like(ref)
                 try:
@@ -246,7 +254,8 @@ def run(report: Report, deadline: float) -> bool:
                 e = row["variants"].get(name)
                 cells.append("—" if e is None else "ERR" if "error" in e else f"DIFF {e['bad_rows']}"
                              if e["bad_rows"] else f"{e['us']:.0f} ({e['us'] / row['cublas_us']:.2f}x)")
-            print(f"{gemm:16s} {M:5d} {cfg.split_k:5d} {row['plugin_us']:8.0f} {row['cublas_us']:8.0f} "
+            print(f"{gemm:16s} {M:5d} {cfg.split_k:5d} {row['plugin_us']:8.0f} {row.get('plugin_tma_us', 0):8.0f} "
+                  f"{row['cublas_us']:8.0f} "
                   + " ".join(f"{c:>22s}" for c in cells), flush=True)
             del a, ref
     return not failures

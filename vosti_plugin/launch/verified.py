@@ -28,7 +28,7 @@ def linear_shapes(f: LaunchFacts) -> dict[str, tuple[int, int]]:
 
 def kernel_configs_for(f: LaunchFacts) -> dict:
     from vosti_plugin.attention.config import select_config as attention_config
-    from vosti_plugin.ops.matmul import TALL_MIN_ROWS, tall_config, tall_path_on
+    from vosti_plugin.ops.matmul import TALL_MIN_ROWS, tall_config, tall_path_on, tma_config, tma_path_on
     from vosti_plugin.ops.matmul import select_config as matmul_config
 
     dtype = getattr(torch, f.dtype)
@@ -40,6 +40,8 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
             configs[f"matmul/{name}"] = {"N": n, "K": k, **dataclasses.asdict(config)}
             if tall_path_on(TALL_MIN_ROWS, dtype):   # prefill-sized GEMMs launch these too
                 configs[f"matmul/{name}/tall"] = {"N": n, "K": k, **dataclasses.asdict(tall_config(config, dtype))}
+                if tma_path_on():
+                    configs[f"matmul/{name}/tma"] = {"N": n, "K": k, **dataclasses.asdict(tma_config(config, dtype))}
     return configs
 
 

@@ -10,7 +10,8 @@ Tall path, for launches of at least TALL_MIN_ROWS rows: the same block_k, split 
 order with bigger row/column tiles, all splits of a tile summed inside one program (`mm_tall_kernel`), so
 prefill GEMMs skip the fp32 workspace and the second launch. On by default for 16-bit GEMMs (the H200 check
 found its rows equal to the split + combine rows bit for bit); VOSTI_TALL_GEMM=0 turns it off, =1 turns it
-on for fp32 too.
+on for fp32 too. VOSTI_TMA_GEMM=1 runs tall launches of row-major operands through mm_tall_tma_kernel (TMA
+descriptor loads, its own tiles, the same splits) instead of the pointer kernels.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ __all__ = [
     "addmm",
     "launch_matmul",
     "launch_matmul_tall",
+    "launch_matmul_tma",
     "linear",
     "mm",
     "rule_config",
@@ -42,6 +44,8 @@ __all__ = [
     "select_config",
     "tall_config",
     "tall_path_on",
+    "tma_config",
+    "tma_path_on",
 ]
 
 
@@ -145,25 +149,49 @@ def select_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
     return found if found is not None else rule_config(N, K, dtype)
 
 
-# Prefill tiles (integration/gpu/tall_variants.py on the H200: 128 x 128 x 64 tiles, 8 warps, 4 stages and TMA
-# loads were the fastest bit-equal variant over the Llama-3.1-8B and Gemma-3-4B GEMMs at M = 1024 and 4096).
-# block_k may differ from the decode config's: Hopper's MMA chain adds one product per K step into the
-# accumulator in K order whatever the block holds (checked bit for bit there), and the split boundaries
-# stay the decode config's (split_block_k). A split tile holds two fp32 accumulators (the split's and the
-# total), which 128 x 128 with 8 warps keeps in registers.
-_TALL_B16 = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
+# Prefill tiles of the pointer kernels: 128-row tiles and 8 warps; block_k and split_k stay the config's. A
+# split tile holds two fp32 accumulators (the split's and the total), so it stays 128 x 128 (128 registers a
+# thread); one accumulator may be 128 x 256 when block_k leaves room. Operand stages:
+# (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 bytes * stages, at most 192 KB of the 227 KB an SM has.
+_TALL_B16_BLOCK_M = 128
+_TALL_B16_STAGE_BYTES = 160 * 1024  # 4 stages when they fit in this, else 3
+# Tiles of the TMA kernel (integration/gpu/tall_variants.py on the H200: 128 x 128 x 64, 8 warps, 4 stages was
+# the fastest bit-equal variant over the Llama-3.1-8B and Gemma-3-4B GEMMs at M = 1024 and 4096). Its block_k
+# may differ from the decode config's: Hopper's MMA chain adds one product per K step into the accumulator
+# in K order whatever the block holds (checked bit for bit there), and the split boundaries stay the decode
+# config's (split_block_k).
+_TMA_B16 = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
 TALL_MIN_ROWS = 512  # launches with at least this many rows take the tall path when it is on
 
 
 def tall_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
-    """The tall-path launch config of `config`: bigger tiles, the same K order (split_k and split lengths).
-    fp32 keeps block_k: the interpreter's dot rounds once per block, so block_k is part of its K order."""
+    """The tall-path launch config of `config` for the pointer kernels: bigger tiles, the same K order
+    (block_k, split_k)."""
     if dtype == torch.float32:
         return dataclasses.replace(config, block_m=max(config.block_m, 128))
+    block_m = _TALL_B16_BLOCK_M
+    block_n = 256 if config.split_k == 1 and config.block_k <= 64 else 128
+    stage_bytes = (block_m + block_n) * config.block_k * 2
+    stages = 4 if 4 * stage_bytes <= _TALL_B16_STAGE_BYTES else 3
+    return dataclasses.replace(config, block_m=block_m, block_n=block_n, num_warps=8, num_stages=stages)
+
+
+def tma_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
+    """The tall-path launch config of `config` for mm_tall_tma_kernel: the same splits (split_k and split
+    lengths). fp32 keeps block_k: the interpreter's dot rounds once per block, so block_k is its K order."""
+    if dtype == torch.float32:
+        return tall_config(config, dtype)
     granule = config.split_block_k or config.block_k
-    if granule % _TALL_B16["block_k"]:
-        raise ValueError(f"tall block_k {_TALL_B16['block_k']} does not divide the split granule {granule}")
-    return dataclasses.replace(config, split_block_k=granule, **_TALL_B16)
+    if granule % _TMA_B16["block_k"]:
+        raise ValueError(f"TMA block_k {_TMA_B16['block_k']} does not divide the split granule {granule}")
+    return dataclasses.replace(config, split_block_k=granule, **_TMA_B16)
+
+
+def tma_path_on() -> bool:
+    """Whether tall launches take mm_tall_tma_kernel where the operands allow it (VOSTI_TMA_GEMM=1). Off by
+    default: on the H200 its GEMMs ran 1.2x faster one at a time, yet Llama-3.1-8B prefill through vLLM fell
+    from 26.6K to 20.2K tokens/s with it (integration/results/h200-s10), a loss not explained yet."""
+    return os.environ.get("VOSTI_TMA_GEMM", "") == "1"
 
 
 def tall_path_on(M: int, dtype: torch.dtype) -> bool:
@@ -536,10 +564,7 @@ def launch_matmul(
 
 def _tma_operands(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether a [M, K] and b [K, N] (b = W^T of a row-major W [N, K]) can be read through TMA descriptors:
-    both row-major over K, 16-byte aligned, on a GPU that has TMA (sm90+) or on the interpreter.
-    VOSTI_TMA_GEMM=0 sends every tall launch to the pointer kernels (same bits: same K order)."""
-    if os.environ.get("VOSTI_TMA_GEMM", "") == "0":
-        return False
+    both row-major over K, 16-byte aligned, on a GPU that has TMA (sm90+) or on the interpreter."""
     if not (a.is_contiguous() and b.t().is_contiguous()):
         return False
     if any(t.data_ptr() % 16 or (t.shape[-1] * t.element_size()) % 16 for t in (a, b.t())):
@@ -549,6 +574,42 @@ def _tma_operands(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.cuda.get_device_capability(a.device)[0] >= 9
 
 
+def launch_matmul_tma(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    bias: torch.Tensor | None,
+    out: torch.Tensor,
+    config: MatmulConfig,
+) -> torch.Tensor:
+    """launch_matmul's product by mm_tall_tma_kernel, one program per tile; a and b must pass
+    `_tma_operands`."""
+    M, K = a.shape
+    N = b.shape[1]
+    _check_operands(a, b, bias, out)
+    if not _tma_operands(a, b):
+        raise ValueError("launch_matmul_tma needs row-major, 16-byte aligned a and W = b^T on an sm90+ GPU")
+    if M == 0 or N == 0 or K == 0:
+        return launch_matmul(a, b, bias, out, config)
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    tiles = (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))
+    precision = _dot_precision(a.dtype)
+    guard.check(mm_tall_tma_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
+                SPLIT_K=config.split_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k)
+    mm_tall_tma_kernel[tiles](
+        TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
+        TensorDescriptor.from_tensor(b.t(), [config.block_n, config.block_k]),
+        bias if bias is not None else out, out,
+        M, N, K, config.k_per_split(K), out.stride(0), out.stride(1),
+        HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k,
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+        num_warps=config.num_warps, num_stages=config.num_stages,
+    )
+    return out
+
+
 def launch_matmul_tall(
     a: torch.Tensor,
     b: torch.Tensor,
@@ -556,8 +617,10 @@ def launch_matmul_tall(
     out: torch.Tensor,
     config: MatmulConfig,
 ) -> torch.Tensor:
-    """launch_matmul's product in one launch per tile: mm_tall_tma_kernel where the operands allow TMA
-    (`_tma_operands`), else mm_tall_kernel (split > 1) or mm_kernel with this config's tiles (split 1)."""
+    """launch_matmul's product in one launch: split 1 is mm_kernel with this config's tiles, split > 1
+    is mm_tall_kernel (every split of a tile in one program, summed in split order)."""
+    if config.split_k == 1:
+        return launch_matmul(a, b, bias, out, config)
     M, K = a.shape
     N = b.shape[1]
     _check_operands(a, b, bias, out)
@@ -565,32 +628,14 @@ def launch_matmul_tall(
         return launch_matmul(a, b, bias, out, config)
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
-    tiles = (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))
-    precision = _dot_precision(a.dtype)
-    if _tma_operands(a, b):
-        from triton.tools.tensor_descriptor import TensorDescriptor
-
-        guard.check(mm_tall_tma_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
-                    SPLIT_K=config.split_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k)
-        mm_tall_tma_kernel[tiles](
-            TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
-            TensorDescriptor.from_tensor(b.t(), [config.block_n, config.block_k]),
-            bias if bias is not None else out, out,
-            M, N, K, config.k_per_split(K), out.stride(0), out.stride(1),
-            HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k,
-            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-            num_warps=config.num_warps, num_stages=config.num_stages,
-        )
-        return out
-    if config.split_k == 1:
-        return launch_matmul(a, b, bias, out, config)
-    guard.check(mm_tall_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision, BLOCK_M=config.block_m,
+    guard.check(mm_tall_kernel, (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n)),
+                HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype), BLOCK_M=config.block_m,
                 BLOCK_N=config.block_n, BLOCK_K=config.block_k)
-    mm_tall_kernel[tiles](
+    mm_tall_kernel[(triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))](
         a, b, bias if bias is not None else out, out,
         M, N, K, config.k_per_split(K),
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, DOT_PRECISION=precision,
+        HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype),
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )
@@ -614,7 +659,9 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         kernel_out_dtype = torch.float32
     config = select_config(b.shape[1], b.shape[0], a.dtype)
     out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=kernel_out_dtype)
-    if tall_path_on(a.shape[0], a.dtype):
+    if tall_path_on(a.shape[0], a.dtype) and tma_path_on() and _tma_operands(a, b):
+        launch_matmul_tma(a, b, bias, out, tma_config(config, a.dtype))
+    elif tall_path_on(a.shape[0], a.dtype):
         launch_matmul_tall(a, b, bias, out, tall_config(config, a.dtype))
     else:
         launch_matmul(a, b, bias, out, config)
@@ -650,15 +697,16 @@ def verifier_catalog() -> list[dict]:
         fam = dataclasses.asdict(cfg)
         base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                 "DOT_PRECISION": _dot_precision(dtype)}
-        is_tall = (cfg, dtype) not in cfgs
-        if is_tall:  # a tall config launches the TMA kernel, or the pointer kernels where TMA cannot read
-            tma += [({**base, "HAS_BIAS": hb, "SPLIT_K": cfg.split_k}, fam) for hb in (False, True)]
         if cfg.split_k == 1:
             plain += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
-        elif not is_tall:
+        elif (cfg, dtype) in cfgs:
             split.append(({**base, "SPLIT_K": cfg.split_k}, fam))
         else:  # the tall path of a split config: one program per tile sums its splits
             tall += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
+    for cfg, dtype in [(tma_config(cfg, dtype), dtype) for cfg, dtype in cfgs]:
+        base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
+                "DOT_PRECISION": _dot_precision(dtype), "SPLIT_K": cfg.split_k}
+        tma += [({**base, "HAS_BIAS": hb}, dataclasses.asdict(cfg)) for hb in (False, True)]
     combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": _COMBINE_BLOCK_M, "BLOCK_N": _COMBINE_BLOCK_N},
                 fam) for c, fam in split for hb in (False, True)]
     return [{"family": "matmul", "kernel": k, "configs": _unique(c)} for k, c in (

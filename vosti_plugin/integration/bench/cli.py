@@ -21,7 +21,7 @@ console = Console()
 GPU_ONLY_MODES = {"bi": "vLLM's batch-invariant mode needs a CUDA GPU",
                   "vosti-async": "vLLM's CPU platform turns async scheduling off",
                   "vosti-tall": "the tall GEMM path is for 16-bit GEMMs on a GPU",
-                  "vosti-ptr": "the tall GEMM path is for 16-bit GEMMs on a GPU"}
+                  "vosti-tma": "TMA descriptors need an sm90+ GPU"}
 
 
 def _split(text: str) -> list[str]:
@@ -58,7 +58,7 @@ def bench(
                                                    "or a model directory (its own weights); default: llama31-8b "
                                                    "on a GPU, tiny on CPU"),
     modes: Optional[str] = typer.Option(None, help="comma list of vosti,default,bi (also vosti-sync, vosti-async, "
-                                        "vosti-tall, vosti-ptr); default: vosti,default,bi on a GPU, vosti,default on CPU"),
+                                        "vosti-tall, vosti-tma); default: vosti,default,bi on a GPU, vosti,default on CPU"),
     contexts: Optional[str] = typer.Option(None, help="cached context lengths (default: 0,1024,4096,8192,16384 on "
                                            "a GPU, 0,256 on CPU)"),
     batches: Optional[str] = typer.Option(None, help="batch sizes (default: 1,4,16 on a GPU, 1,4 on CPU)"),

@@ -5,8 +5,8 @@ import os
 
 # vosti: vosti's defaults (async scheduling as vLLM decides: on where supported); vosti-sync / vosti-async pin it.
 # vosti-tall: vosti's defaults with the tall GEMM path on (VOSTI_TALL_GEMM=1) for launches of 512+ rows.
-# vosti-ptr: vosti's defaults with the tall path's TMA kernel off (VOSTI_TMA_GEMM=0): its pointer kernels.
-MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-ptr", "default", "bi")
+# vosti-tma: vosti's defaults with tall launches through the TMA kernel (VOSTI_TMA_GEMM=1).
+MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "default", "bi")
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
 
 
@@ -16,8 +16,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VLLM_BATCH_INVARIANT"] = "1"
     if mode == "vosti-tall":
         os.environ["VOSTI_TALL_GEMM"] = "1"
-    if mode == "vosti-ptr":
-        os.environ["VOSTI_TMA_GEMM"] = "0"
+    if mode == "vosti-tma":
+        os.environ["VOSTI_TMA_GEMM"] = "1"
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes
 
 
