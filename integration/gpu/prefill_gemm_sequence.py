@@ -31,6 +31,7 @@ M_VALUES = (512, 2048, 4096, 16384)
 def _old_module(path: str):
     spec = importlib.util.spec_from_file_location("vosti_plugin.ops._old_matmul", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
     return mod
 

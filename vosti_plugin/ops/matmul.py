@@ -190,7 +190,7 @@ def tma_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
 def tma_path_on() -> bool:
     """Whether tall launches take mm_tall_tma_kernel where the operands allow it (VOSTI_TMA_GEMM=1). Off by
     default: on the H200 its GEMMs ran 1.2x faster one at a time, yet Llama-3.1-8B prefill through vLLM fell
-    from 26.6K to 20.2K tokens/s with it (integration/results/h200-s10), a loss not explained yet."""
+    from 28.4K to 15.9K tokens/s with it (integration/results/h200-s10), a loss not explained yet."""
     return os.environ.get("VOSTI_TMA_GEMM", "") == "1"
 
 
