@@ -1,10 +1,14 @@
-"""Where a decode step's time goes, per mode: GPU kernel time by kernel name, per step (H200).
+"""Where a decode (or prefill) step's time goes, per mode: GPU kernel time by kernel name, per step (H200).
 
   python integration/gpu/profile_decode.py --mode vosti|default|bi --model llama31-8b --batch 4 --context 1024
+  python integration/gpu/profile_decode.py --phase prefill --mode vosti-tma --batch 4 --context 1024
 
-The engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0) so torch.profiler sees its kernels. The
-prompts are prefilled first; only decode steps are timed (wall, no profiler) and then profiled.
-Prints one JSON line per kernel group and a summary: wall ms/step, GPU busy ms/step, kernels/step.
+The engine runs in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0) so torch.profiler sees its kernels.
+Decode: the prompts are prefilled first; only decode steps are timed (wall, no profiler) and then profiled.
+Prefill: a batch of fresh prompts (prefix caching is off) is prefilled once to warm up, then another is timed
+and a third profiled, each step by step until every request decodes. Prints one JSON line per kernel group
+and a summary: wall ms/step, GPU busy ms/step (wall well above busy: the host is what the step waits on),
+kernels/step.
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--context", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--phase", choices=("decode", "prefill"), default="decode")
     ap.add_argument("--out", default=None)
     a = ap.parse_args(argv)
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -57,26 +62,57 @@ def main(argv=None) -> int:
     engine = llm.llm_engine
     rng = random.Random(0)
     params = SamplingParams(temperature=0.0, max_tokens=3 * a.steps + 8, ignore_eos=True)
-    for i in range(a.batch):
-        ids = [rng.randrange(10, min(geometry["vocab_size"], 100000)) for _ in range(a.context)]
-        engine.add_request(f"r{i}", {"prompt_token_ids": ids}, params)
-    while not _decoding(engine, a.batch):         # prefill (possibly chunked) until every request decodes
-        engine.step()
-    for _ in range(4):
-        engine.step()
-    sync()
-    t = time.perf_counter()
-    for _ in range(a.steps):
-        engine.step()
-    sync()
-    wall_ms = (time.perf_counter() - t) * 1e3 / a.steps
+    vocab = min(geometry["vocab_size"], 100000)
+    batches = iter(range(1000))
+
+    def add_batch() -> list[str]:
+        b = next(batches)
+        names = [f"b{b}r{i}" for i in range(a.batch)]
+        for name in names:
+            engine.add_request(name, {"prompt_token_ids": [rng.randrange(10, vocab) for _ in range(a.context)]},
+                               params)
+        return names
+
+    def prefill(names: list[str]) -> int:
+        """Steps until every request of the batch decodes; then the batch is aborted. Returns the steps."""
+        steps = 0
+        while not _decoding(engine, a.batch):
+            engine.step()
+            steps += 1
+        engine.abort_request(names)
+        return steps
+
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CUDA] if torch.cuda.is_available() else [ProfilerActivity.CPU]
-    with profile(activities=acts) as prof:
+    if a.phase == "prefill":
+        prefill(add_batch())
+        names = add_batch()
+        sync()
+        t = time.perf_counter()
+        timed_steps = prefill(names)
+        sync()
+        wall_ms = (time.perf_counter() - t) * 1e3 / timed_steps
+        names = add_batch()
+        with profile(activities=acts) as prof:
+            a.steps = prefill(names)
+            sync()
+    else:
+        add_batch()
+        while not _decoding(engine, a.batch):         # prefill (possibly chunked) until every request decodes
+            engine.step()
+        for _ in range(4):
+            engine.step()
+        sync()
+        t = time.perf_counter()
         for _ in range(a.steps):
             engine.step()
         sync()
+        wall_ms = (time.perf_counter() - t) * 1e3 / a.steps
+        with profile(activities=acts) as prof:
+            for _ in range(a.steps):
+                engine.step()
+            sync()
     per: dict[str, list[float]] = defaultdict(lambda: [0.0, 0])
     busy_us = 0.0
     for ev in prof.events():
@@ -91,10 +127,12 @@ def main(argv=None) -> int:
     for name, (us, n) in rows[:25]:
         print(json.dumps({"kernel": name, "ms_per_step": round(us / 1e3 / a.steps, 4),
                           "launches_per_step": round(n / a.steps, 1)}))
-    summary = {"mode": a.mode, "model": a.model, "batch": a.batch, "context": a.context,
+    summary = {"mode": a.mode, "phase": a.phase, "model": a.model, "batch": a.batch, "context": a.context,
+               "steps": a.steps,
                "wall_ms_per_step": round(wall_ms, 3), "gpu_busy_ms_per_step": round(busy_us / 1e3 / a.steps, 3),
                "kernels_per_step": round(sum(n for _, n in per.values()) / a.steps, 1),
-               "tok_s": round(a.batch * 1e3 / wall_ms, 1)}
+               "tok_s": round(a.batch * a.context * 1e3 / (wall_ms * timed_steps) if a.phase == "prefill"
+                              else a.batch * 1e3 / wall_ms, 1)}
     print("SUMMARY " + json.dumps(summary), flush=True)
     if a.out:
         Path(a.out).write_text(json.dumps({"summary": summary, "kernels": [

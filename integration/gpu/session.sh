@@ -38,7 +38,7 @@ case "$step" in
   profile)
     for m in ${PROFILE_MODES:-vosti vosti-sync}; do
       timeout ${MODE_TIMEOUT:-200} python3 integration/gpu/profile_decode.py --mode $m --model "$mdl" --batch "${bat%%,*}" \
-        --context ${PROFILE_CONTEXT:-1024} --out "$out/prof_${mdl}_$m.json" > "$out/prof_${mdl}_$m.log" 2>&1
+        --context ${PROFILE_CONTEXT:-1024} --phase ${PROFILE_PHASE:-decode} --out "$out/prof_${mdl}_$m.json" > "$out/prof_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; grep -E '^\{|SUMMARY|Error' "$out/prof_${mdl}_$m.log" | head -12
     done ;;
   kernels)
