@@ -160,16 +160,21 @@ def test_tall_path_on_takes_tall_launches_from_the_threshold(monkeypatch):
     assert torch.equal(tall[: matmul.TALL_MIN_ROWS - 1], below), "rows must not notice the path switch"
 
 
-def test_tall_split_launch_runs_the_one_program_kernel(monkeypatch):
-    ran = []
-    real = matmul.mm_tall_kernel
+def _spy_on_kernel(monkeypatch, name: str) -> list:
+    """Replaces matmul.<name> by a wrapper that records each launch's grid; returns that record."""
+    ran, real = [], getattr(matmul, name)
 
     class Spy:
         def __getitem__(self, grid):
             ran.append(grid)
             return real[grid]
 
-    monkeypatch.setattr(matmul, "mm_tall_kernel", Spy())
+    monkeypatch.setattr(matmul, name, Spy())
+    return ran
+
+
+def test_tall_split_launch_runs_the_one_program_kernel(monkeypatch):
+    ran = _spy_on_kernel(monkeypatch, "mm_tall_kernel")
     monkeypatch.setattr(matmul, "splitk_combine_kernel", None)  # the tall path must not need it
     a, w, _ = _operands(5, 100, 48, 200, with_bias=False)
     config = matmul.MatmulConfig(block_m=64, block_n=32, block_k=32, split_k=3, num_stages=1)
@@ -199,15 +204,7 @@ def test_tma_path_is_opt_in_and_takes_row_major_operands(monkeypatch):
 
 @pytest.mark.parametrize("split_k", [1, 3])
 def test_tma_launch_runs_the_tma_kernel_alone(monkeypatch, split_k):
-    ran = []
-    real = matmul.mm_tall_tma_kernel
-
-    class Spy:
-        def __getitem__(self, grid):
-            ran.append(grid)
-            return real[grid]
-
-    monkeypatch.setattr(matmul, "mm_tall_tma_kernel", Spy())
+    ran = _spy_on_kernel(monkeypatch, "mm_tall_tma_kernel")
     for other in ("mm_tall_kernel", "mm_kernel", "splitk_combine_kernel", "mm_splitk_partial_kernel"):
         monkeypatch.setattr(matmul, other, None)
     a, w, _ = _operands(5, 100, 48, 200, with_bias=False)
@@ -230,34 +227,23 @@ def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
         assert smem <= 227 * 1024, f"{N}x{K}: {smem} bytes of shared memory"
 
 
-def test_verifier_proves_tall_kernel_row_invariance_and_refuses_an_m_dependent_split():
+@pytest.mark.parametrize("kernel, old, new, config", [
+    ("mm_tall_kernel", "(k0 + BLOCK_K) % K_PER_SPLIT == 0", "(k0 + BLOCK_K) % M == 0",
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "HAS_BIAS": True, "DOT_PRECISION": "tf32"}),
+    ("mm_tall_tma_kernel", "for s in range(0, SPLIT_K):", "for s in range(0, SPLIT_K - M % 2):",
+     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "HAS_BIAS": True, "DOT_PRECISION": "tf32", "SPLIT_K": 4}),
+])
+def test_verifier_proves_a_tall_kernel_and_refuses_an_m_dependent_split(kernel, old, new, config):
     import inspect
 
     from vosti_plugin.verifier.api import verify_kernel
     from vosti_plugin.verifier.contracts import contract_of
 
-    spec = contract_of(matmul.mm_tall_kernel)
-    source = inspect.getsource(matmul.mm_tall_kernel.fn)
+    spec = contract_of(getattr(matmul, kernel))
+    source = inspect.getsource(getattr(matmul, kernel).fn)
     source = source[source.index("@triton.jit"):]
-    mutant = source.replace("(k0 + BLOCK_K) % K_PER_SPLIT == 0", "(k0 + BLOCK_K) % M == 0")
+    mutant = source.replace(old, new)
     assert mutant != source
-    config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "HAS_BIAS": True, "DOT_PRECISION": "tf32"}
-    assert verify_kernel(source, spec, config).status == "proved"
-    assert verify_kernel(mutant, spec, config).status == "failed"
-
-
-def test_verifier_proves_the_tma_kernel_and_refuses_a_split_count_from_m():
-    import inspect
-
-    from vosti_plugin.verifier.api import verify_kernel
-    from vosti_plugin.verifier.contracts import contract_of
-
-    spec = contract_of(matmul.mm_tall_tma_kernel)
-    source = inspect.getsource(matmul.mm_tall_tma_kernel.fn)
-    source = source[source.index("@triton.jit"):]
-    mutant = source.replace("for s in range(0, SPLIT_K):", "for s in range(0, SPLIT_K - M % 2):")
-    assert mutant != source
-    config = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "HAS_BIAS": True, "DOT_PRECISION": "tf32", "SPLIT_K": 4}
     assert verify_kernel(source, spec, config).status == "proved"
     assert verify_kernel(mutant, spec, config).status == "failed"
 

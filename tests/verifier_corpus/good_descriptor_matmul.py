@@ -3,21 +3,10 @@ the zero fill covers the ragged K end, so row x's K loop and values do not depen
 import triton
 import triton.language as tl
 
-from vosti_plugin.verifier.contracts import contract, goal, tensor, tensor_descriptor
-
-CONFIGS = [{"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32}]
+from tests.verifier_corpus._descriptor import CONFIGS, DESCRIPTOR_MATMUL  # noqa: F401 (the corpus test reads CONFIGS)
 
 
-@contract(
-    params={"a": tensor_descriptor(("M", "K"), ("K", 1), ("BLOCK_M", "BLOCK_K")),
-            "w": tensor_descriptor(("N", "K"), ("K", 1), ("BLOCK_N", "BLOCK_K")),
-            "c": tensor(("M", "N"), ("N", 1))},
-    grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
-    verif=[goal("batch_invariance", same=("N", "K"),
-                pre=("R.M == 1", "0 <= x < L.M", "L.a[x, :] == R.a[0, :]", "L.w[:, :] == R.w[:, :]"),
-                post=("L.c[x, :] == R.c[0, :]",))],
-    bounds=tuple(f"{S}.M * N < 2**31" for S in "LR"),
-)
+@DESCRIPTOR_MATMUL
 @triton.jit
 def descriptor_matmul_kernel(a, w, c, M, N, K,
                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):

@@ -231,6 +231,14 @@ _I32 = 2 ** 31
 _INT32_OFFSETS = tuple(c.format(S=S, I=_I32) for S in "LR" for c in (
     "(K - 1) * {S}.stride_ak < {I}", "(K - 1) * {S}.stride_bk + (N - 1) * {S}.stride_bn < {I}",
     "(N - 1) * {S}.stride_cn < {I}"))
+def _row_goal(a: str, b: str, same: tuple[str, ...]):
+    """Row x of an M-row launch equals the one-row launch's row, given equal a rows, b and bias."""
+    return goal("row_invariance", same=same,
+                pre=_ROW_PRE + (f"L.{a}[x, :] == R.{a}[0, :]", f"L.{b}[:, :] == R.{b}[:, :]",
+                                "L.bias_ptr[:] == R.bias_ptr[:]"),
+                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))
+
+
 _SPLIT_ROWS_INT32 = tuple(f"SPLIT_K * {S}.M < {_I32}" for S in "LR")  # split * M is formed in int32
 _SPLIT_WORKSPACE = tuple(f"{S}.PR == SPLIT_K * {S}.M" for S in "LR")  # part holds SPLIT_K row blocks of M
 
@@ -241,10 +249,7 @@ _SPLIT_WORKSPACE = tuple(f"{S}.PR == SPLIT_K * {S}.M" for S in "LR")  # part hol
             "bias_ptr": tensor(("N",), (1,)),
             "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
     grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
-    verif=[goal("row_invariance", same=("N", "K"),
-                pre=_ROW_PRE + ("L.a_ptr[x, :] == R.a_ptr[0, :]", "L.b_ptr[:, :] == R.b_ptr[:, :]",
-                                "L.bias_ptr[:] == R.bias_ptr[:]"),
-                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+    verif=[_row_goal("a_ptr", "b_ptr", same=("N", "K"))],
     bounds=_INT32_OFFSETS,
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
@@ -380,10 +385,7 @@ def splitk_combine_kernel(
             "bias_ptr": tensor(("N",), (1,)),
             "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
     grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
-    verif=[goal("row_invariance", same=("N", "K", "K_PER_SPLIT"),
-                pre=_ROW_PRE + ("L.a_ptr[x, :] == R.a_ptr[0, :]", "L.b_ptr[:, :] == R.b_ptr[:, :]",
-                                "L.bias_ptr[:] == R.bias_ptr[:]"),
-                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+    verif=[_row_goal("a_ptr", "b_ptr", same=("N", "K", "K_PER_SPLIT"))],
     bounds=_INT32_OFFSETS,
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
@@ -434,10 +436,7 @@ def mm_tall_kernel(
             "bias_ptr": tensor(("N",), (1,)),
             "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
     grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
-    verif=[goal("row_invariance", same=("N", "K", "K_PER_SPLIT"),
-                pre=_ROW_PRE + ("L.a_desc[x, :] == R.a_desc[0, :]", "L.b_desc[:, :] == R.b_desc[:, :]",
-                                "L.bias_ptr[:] == R.bias_ptr[:]"),
-                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))],
+    verif=[_row_goal("a_desc", "b_desc", same=("N", "K", "K_PER_SPLIT"))],
     bounds=_INT32_OFFSETS[2:3] + _INT32_OFFSETS[5:6],
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
