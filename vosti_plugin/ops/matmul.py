@@ -16,6 +16,7 @@ descriptor loads, its own tiles, the same splits) instead of the pointer kernels
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from dataclasses import dataclass
 
@@ -568,9 +569,13 @@ def _tma_operands(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     if any(t.data_ptr() % 16 or (t.shape[-1] * t.element_size()) % 16 for t in (a, b.t())):
         return False
-    if a.device.type == "cpu":
-        return True
-    return torch.cuda.get_device_capability(a.device)[0] >= 9
+    return a.device.type == "cpu" or _has_tma(a.device.index if a.device.index is not None else
+                                              torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _has_tma(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index)[0] >= 9
 
 
 def launch_matmul_tma(
