@@ -8,7 +8,7 @@
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
-# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, tall-variants, prefill-seq and bench-tma (#20).
+# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq and bench-tma (#20).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -97,6 +97,10 @@ for step in $STEPS; do
       env OUT="$R/profile-prefill" MODEL=llama31-8b PROFILE_MODES="vosti vosti-tma default" PROFILE_PHASE=prefill \
         PROFILE_CONTEXT=1024 BATCHES=4 MODE_TIMEOUT=200 bash integration/gpu/session.sh profile \
         > "$R/profile-prefill.log" 2>&1; log "profile-prefill done" ;;
+    profile-worst)   # the worst prefill cell (16K context, batch 4) by kernel family: vosti vs default (#20)
+      env OUT="$R/profile-worst" MODEL=llama31-8b PROFILE_MODES="vosti default" PROFILE_PHASE=prefill \
+        PROFILE_CONTEXT=16384 BATCHES=4 MODE_TIMEOUT=200 bash integration/gpu/session.sh profile \
+        > "$R/profile-worst.log" 2>&1; log "profile-worst done" ;;
     gemm-floor)   # decode GEMMs of the 19 served geometries vs the weight-read floor (#18)
       timeout 300 python3 integration/gpu/geometry_gemm_floor.py --out "$R/gemm-floor" > "$R/gemm-floor.log" 2>&1
       log "gemm-floor rc=$? $(tail -1 "$R/gemm-floor.log")" ;;

@@ -86,6 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-model-len", type=int, default=20000)
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
     ap.add_argument("--dtype", default="bfloat16", help="float32 for a CPU smoke run (vosti on CPU is fp32)")
+    ap.add_argument("--warmup-prefill", type=int, default=2048, help="prompt tokens of the warm-up prefill")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     prepare_environment(a.mode)
@@ -112,7 +113,9 @@ def main(argv=None) -> int:
 
     one = SamplingParams(temperature=0.0, max_tokens=1, ignore_eos=True)
     many = SamplingParams(temperature=0.0, max_tokens=a.decode_tokens + 1, ignore_eos=True)
-    llm.generate(prompts(2, 64), many, use_tqdm=False)  # warm-up
+    llm.generate(prompts(2, 64), many, use_tqdm=False)  # warm-up: decode and short prefill
+    # and one tall prefill, so kernels first launched at many rows (JIT, first-use costs) are not timed below
+    llm.generate(prompts(1, min(a.warmup_prefill, a.max_model_len - 2)), one, use_tqdm=False)
     for batch in [int(x) for x in a.batches.split(",")]:
         for ctx in [int(x) for x in a.contexts.split(",")]:
             if ctx + a.decode_tokens + 2 > a.max_model_len:
