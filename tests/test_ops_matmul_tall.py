@@ -145,6 +145,7 @@ def test_tall_path_default_is_on_for_16_bit_and_the_env_overrides_it(monkeypatch
 
 def test_tall_path_on_takes_tall_launches_from_the_threshold(monkeypatch):
     monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
+    monkeypatch.setenv("VOSTI_TMA_GEMM", "0")   # the pointer kernels' launches (the TMA ones: below)
     log = _LaunchLog(monkeypatch)
     N, K = 128, 344
     a, w, bias = _operands(2, matmul.TALL_MIN_ROWS + 5, N, K, with_bias=True)
@@ -182,13 +183,13 @@ def test_tall_split_launch_runs_the_one_program_kernel(monkeypatch):
     assert ran == [(2, 2)]
 
 
-def test_tma_path_is_opt_in_and_takes_row_major_operands(monkeypatch):
+def test_tma_path_is_on_by_default_and_takes_row_major_operands(monkeypatch):
     N, K = 128, 344
     a, w, bias = _operands(2, matmul.TALL_MIN_ROWS + 5, N, K, with_bias=True)
     monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
     config = matmul.select_config(N, K, torch.float32)
-    for setting, strided, want in (("", False, "launch_matmul_tall"), ("1", False, "launch_matmul_tma"),
-                                   ("1", True, "launch_matmul_tall")):
+    for setting, strided, want in (("0", False, "launch_matmul_tall"), ("", False, "launch_matmul_tma"),
+                                   ("1", False, "launch_matmul_tma"), ("", True, "launch_matmul_tall")):
         monkeypatch.setenv("VOSTI_TMA_GEMM", setting)
         log = _LaunchLog(monkeypatch)
         x = torch.cat([a, a[:, :4]], dim=1)[:, :K] if strided else a

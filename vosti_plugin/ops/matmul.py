@@ -10,8 +10,8 @@ Tall path, for launches of at least TALL_MIN_ROWS rows: the same block_k, split 
 order with bigger row/column tiles, all splits of a tile summed inside one program (`mm_tall_kernel`), so
 prefill GEMMs skip the fp32 workspace and the second launch. On by default for 16-bit GEMMs (the H200 check
 found its rows equal to the split + combine rows bit for bit); VOSTI_TALL_GEMM=0 turns it off, =1 turns it
-on for fp32 too. VOSTI_TMA_GEMM=1 runs tall launches of row-major operands through mm_tall_tma_kernel (TMA
-descriptor loads, its own tiles, the same splits) instead of the pointer kernels.
+on for fp32 too. Tall launches of row-major, 16-byte aligned operands on sm90+ take mm_tall_tma_kernel (TMA
+descriptor loads, its own tiles, the same splits); VOSTI_TMA_GEMM=0 keeps them on the pointer kernels.
 """
 from __future__ import annotations
 
@@ -189,10 +189,10 @@ def tma_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
 
 
 def tma_path_on() -> bool:
-    """Whether tall launches take mm_tall_tma_kernel where the operands allow it (VOSTI_TMA_GEMM=1). Off by
-    default: on the H200 its GEMMs ran 1.2x faster one at a time, yet Llama-3.1-8B prefill through vLLM fell
-    from 28.4K to 15.9K tokens/s with it (integration/results/h200-s10), a loss not explained yet."""
-    return os.environ.get("VOSTI_TMA_GEMM", "") == "1"
+    """Whether tall launches take mm_tall_tma_kernel where the operands allow it: yes unless VOSTI_TMA_GEMM=0.
+    On the H200 it prefills Llama-3.1-8B 1.1-1.15x faster than the pointer kernels through vLLM, with the four
+    classes bitwise (integration/results/h200-s11)."""
+    return os.environ.get("VOSTI_TMA_GEMM", "") != "0"
 
 
 def tall_path_on(M: int, dtype: torch.dtype) -> bool:

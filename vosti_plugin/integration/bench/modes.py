@@ -5,8 +5,9 @@ import os
 
 # vosti: vosti's defaults (async scheduling as vLLM decides: on where supported); vosti-sync / vosti-async pin it.
 # vosti-tall: vosti's defaults with the tall GEMM path on (VOSTI_TALL_GEMM=1) for launches of 512+ rows.
-# vosti-tma: vosti's defaults with tall launches through the TMA kernel (VOSTI_TMA_GEMM=1).
-MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "default", "bi")
+# vosti-tma: vosti's defaults with tall launches through the TMA kernel (VOSTI_TMA_GEMM=1, the default).
+# vosti-pointer: tall launches through the pointer kernels (VOSTI_TMA_GEMM=0).
+MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "default", "bi")
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
 
 
@@ -18,6 +19,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_TALL_GEMM"] = "1"
     if mode == "vosti-tma":
         os.environ["VOSTI_TMA_GEMM"] = "1"
+    if mode == "vosti-pointer":
+        os.environ["VOSTI_TMA_GEMM"] = "0"
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes
 
 
