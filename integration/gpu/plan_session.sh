@@ -94,7 +94,7 @@ for step in $STEPS; do
         MODE_TIMEOUT=200 bash integration/gpu/session.sh profile > "$R/profile-gap.log" 2>&1
       log "profile-gap done" ;;
     profile-prefill)   # one prefill step by kernel family, wall vs GPU-busy time: pointer vs TMA tall path vs default
-      env OUT="$R/profile-prefill" MODEL=llama31-8b PROFILE_MODES="vosti vosti-tma default" PROFILE_PHASE=prefill \
+      env OUT="$R/profile-prefill" MODEL=llama31-8b PROFILE_MODES="vosti-pointer vosti default" PROFILE_PHASE=prefill \
         PROFILE_CONTEXT=1024 BATCHES=4 MODE_TIMEOUT=200 bash integration/gpu/session.sh profile \
         > "$R/profile-prefill.log" 2>&1; log "profile-prefill done" ;;
     profile-worst)   # the worst prefill cell (16K context, batch 4) by kernel family: vosti vs default (#20)
@@ -110,8 +110,8 @@ for step in $STEPS; do
     prefill-seq)   # a prefill forward's GEMMs back to back, host cost included: TMA, pointer, old module, cuBLAS
       timeout 200 python3 integration/gpu/prefill_gemm_sequence.py --out "$R/prefill-seq/summary.json" \
         ${OLD_MATMUL:+--old "$OLD_MATMUL"} > "$R/prefill-seq.log" 2>&1; log "prefill-seq rc=$?" ;;
-    bench-tma)   # prefill/decode with the tall path's pointer kernels (vosti) and its TMA kernel (vosti-tma)
-      env OUT="$R/bench-tma" MODEL=llama31-8b BENCH_MODES="vosti vosti-tma" CONTEXTS=1024,8192 BATCHES=4 \
+    bench-tma)   # prefill/decode with the tall path's pointer kernels (vosti-pointer) and its TMA kernel (vosti)
+      env OUT="$R/bench-tma" MODEL=llama31-8b BENCH_MODES="vosti-pointer vosti" CONTEXTS=1024,8192 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-tma.log" 2>&1; log "bench-tma done" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
