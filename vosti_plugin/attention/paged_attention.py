@@ -35,6 +35,9 @@ from vosti_plugin.attention.config import AttentionLaunchConfig, next_power_of_t
 
 use_lane_invariant_interpreter()
 
+# Scores are kept in log2 units: the host multiplies the score scale and the soft cap by log2(e), so the
+# kernels exponentiate with exp2 (one fewer multiply per score than exp) and tanh sees the same argument.
+LOG2E = 1.4426950408889634
 # Sequences scanned per step when a program looks up which sequence it belongs to.
 _SEQ_SCAN_CHUNK = 128
 
@@ -254,12 +257,12 @@ def _paged_attention_segments_kernel(
             in_page = key_pos % PAGE_SIZE
             k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
             v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
-            k = tl.load(k_ptr + k_offsets[None, :] + dims[:, None], mask=key_valid[None, :] & dim_ok[:, None],
+            k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
                         other=0.0)
             v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
                         other=0.0)
 
-            scores = tl.dot(q, k, input_precision=DOT_PRECISION) * scale
+            scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
             if USE_SOFT_CAP:
                 capped = scores / soft_cap
                 decay = tl.exp(-2.0 * tl.abs(capped))
@@ -271,8 +274,8 @@ def _paged_attention_segments_kernel(
 
             m_new = tl.maximum(m_i, tl.max(scores, axis=1))
             m_dead = m_new == float("-inf")
-            alpha = tl.where(m_dead, 1.0, tl.exp(m_i - m_new))
-            p = tl.where(m_dead[:, None], 0.0, tl.exp(scores - m_new[:, None]))
+            alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))
+            p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))
             l_new = l_i * alpha + tl.sum(p, axis=1)
             acc_new = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
             m_i = tl.where(tile_live, m_new, m_i)
@@ -284,8 +287,8 @@ def _paged_attention_segments_kernel(
             seg_live = row_valid & (seg >= row_lo // SEGMENT) & (seg <= row_pos // SEGMENT)
             fold_m = tl.maximum(run_m, m_i)
             fold_dead = fold_m == float("-inf")
-            run_scale = tl.where(fold_dead, 1.0, tl.exp(run_m - fold_m))
-            seg_scale = tl.where(fold_dead, 0.0, tl.exp(m_i - fold_m))
+            run_scale = tl.where(fold_dead, 1.0, tl.exp2(run_m - fold_m))
+            seg_scale = tl.where(fold_dead, 0.0, tl.exp2(m_i - fold_m))
             fold_l = run_l * run_scale + l_i * seg_scale
             fold_acc = run_acc * run_scale[:, None] + acc * seg_scale[:, None]
             run_m = tl.where(seg_live, fold_m, run_m)
@@ -381,8 +384,8 @@ def _combine_segments_kernel(
         # Same fold expression as the FUSED branch of _paged_attention_segments_kernel.
         fold_m = tl.maximum(run_m, m_i)
         fold_dead = fold_m == float("-inf")
-        run_scale = tl.where(fold_dead, 1.0, tl.exp(run_m - fold_m))
-        seg_scale = tl.where(fold_dead, 0.0, tl.exp(m_i - fold_m))
+        run_scale = tl.where(fold_dead, 1.0, tl.exp2(run_m - fold_m))
+        seg_scale = tl.where(fold_dead, 0.0, tl.exp2(m_i - fold_m))
         fold_l = run_l * run_scale + l_i * seg_scale
         fold_acc = run_acc * run_scale[:, None] + acc * seg_scale[:, None]
         run_m = fold_m
@@ -503,7 +506,7 @@ def paged_attention(
     _paged_attention_segments_kernel[grid](
         q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, part_m, part_l, part_acc,
         num_seqs, num_q_heads, num_segments,
-        float(scale), float(soft_cap) if use_soft_cap else 1.0, int(sliding_window) if use_window else 0,
+        float(scale) * LOG2E, float(soft_cap) * LOG2E if use_soft_cap else 1.0, int(sliding_window) if use_window else 0,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),

@@ -1,0 +1,252 @@
+"""Paged-attention kernel variants on a CUDA GPU: which keep the shipped kernel's bits and what they gain.
+
+    python integration/gpu/attention_variants.py --out $OUT/attention_variants.json
+    python integration/gpu/attention_variants.py --cpu-smoke --out /tmp/av.json     # logic check, no GPU
+
+A variant is the shipped module `vosti_plugin/attention/paged_attention.py` with source edits (VARIANTS), loaded
+as its own module; `upper bound` variants drop work the contract needs and only show what that work costs.
+Cases are one layer call as the backend makes it (split path, workspace preallocated, segment grid from
+max_model_len): a 2048-token chunk of one prompt at KV length 4K / 8K / 16K (chunked prefill), and decode at
+batch 4 / 16 over 8K of context. Each variant's output is compared bit for bit with the shipped kernel's.
+Timing: triton.testing.do_bench (prefill) and do_bench_cudagraph (decode), median ms.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+
+if "--cpu-smoke" in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from vosti_plugin.attention import paged_attention as shipped  # noqa: E402
+from vosti_plugin.attention.config import select_config  # noqa: E402
+from vosti_plugin.attention.paged_batch import build_paged_batch, random_request  # noqa: E402
+
+SOURCE = shipped.__file__
+_Q_LOAD = """    q = tl.load(
+        q_ptr + token[:, None] * stride_qt + q_head[:, None] * stride_qh + dims[None, :],
+        mask=row_valid[:, None] & dim_ok[None, :],
+        other=0.0,
+    )
+"""
+_EARLY_EXIT = """    if seg_end * SEGMENT <= first_key:
+        return
+"""
+_ALLOWED = ("            allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])\n")
+_ALLOWED_NO_WINDOW = (
+    "            if USE_WINDOW:\n"
+    "                allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])\n"
+    "            else:\n"
+    "                allowed = key_pos[None, :] <= row_pos[:, None]\n")
+_LIVE_SELECTS = """            m_i = tl.where(tile_live, m_new, m_i)
+            l_i = tl.where(tile_live, l_new, l_i)
+            acc = tl.where(tile_live[:, None], acc_new, acc)
+"""
+_NO_SELECTS = """            m_i = m_new
+            l_i = l_new
+            acc = acc_new
+"""
+# The combine over a block of heads of one token (all heads of a token share the segment range).
+_COMBINE_HEADS = '''
+
+@triton.jit
+def _combine_heads_kernel(out_ptr, part_m_ptr, part_l_ptr, part_acc_ptr, seq_lens_ptr, query_start_loc_ptr,
+                          num_seqs, num_q_heads, num_segments, window, stride_ot, stride_oh,
+                          HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, HEADS: tl.constexpr,
+                          SEGMENT: tl.constexpr, SEQ_SCAN_CHUNK: tl.constexpr, USE_WINDOW: tl.constexpr):
+    token = tl.program_id(0)
+    heads = tl.program_id(1) * HEADS + tl.arange(0, HEADS)
+    head_ok = heads < num_q_heads
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    dim_ok = dims < HEAD_DIM
+    out_rows = out_ptr + token.to(tl.int64) * stride_ot + heads[:, None] * stride_oh + dims[None, :]
+    ok = head_ok[:, None] & dim_ok[None, :]
+    seq = 0
+    for chunk in range(0, num_seqs, SEQ_SCAN_CHUNK):
+        seq_ids = chunk + tl.arange(0, SEQ_SCAN_CHUNK)
+        in_range = seq_ids < num_seqs
+        ends = tl.load(query_start_loc_ptr + seq_ids + 1, mask=in_range, other=0)
+        seq += tl.sum((in_range & (ends <= token)).to(tl.int32), axis=0)
+    if seq >= num_seqs:
+        tl.store(out_rows, tl.zeros([HEADS, HEAD_DIM_PAD], dtype=tl.float32).to(out_ptr.dtype.element_ty), mask=ok)
+        return
+    q_start = tl.load(query_start_loc_ptr + seq)
+    q_len = tl.load(query_start_loc_ptr + seq + 1) - q_start
+    pos = tl.load(seq_lens_ptr + seq) - q_len + (token - q_start)
+    if USE_WINDOW:
+        lo = tl.maximum(pos - window + 1, 0)
+    else:
+        lo = 0
+    run_m = tl.full([HEADS], float("-inf"), dtype=tl.float32)
+    run_l = tl.zeros([HEADS], dtype=tl.float32)
+    run_acc = tl.zeros([HEADS, HEAD_DIM_PAD], dtype=tl.float32)
+    part_row = (token.to(tl.int64) * num_q_heads + heads) * num_segments
+    for seg in range(lo // SEGMENT, pos // SEGMENT + 1):
+        m_i = tl.load(part_m_ptr + part_row + seg, mask=head_ok, other=0.0)
+        l_i = tl.load(part_l_ptr + part_row + seg, mask=head_ok, other=0.0)
+        acc = tl.load(part_acc_ptr + (part_row[:, None] + seg) * HEAD_DIM + dims[None, :], mask=ok, other=0.0)
+        fold_m = tl.maximum(run_m, m_i)
+        fold_dead = fold_m == float("-inf")
+        run_scale = tl.where(fold_dead, 1.0, tl.exp(run_m - fold_m))
+        seg_scale = tl.where(fold_dead, 0.0, tl.exp(m_i - fold_m))
+        fold_l = run_l * run_scale + l_i * seg_scale
+        fold_acc = run_acc * run_scale[:, None] + acc * seg_scale[:, None]
+        run_m = fold_m
+        run_l = fold_l
+        run_acc = fold_acc
+    result = run_acc / run_l[:, None]
+    tl.store(out_rows, result.to(out_ptr.dtype.element_ty), mask=ok)
+'''
+_COMBINE_LAUNCH_OLD = "        _combine_segments_kernel[(num_tokens, num_q_heads)](\n"
+
+
+def _combine_heads_edits(heads: int, warps: int) -> tuple[list[tuple[str, str]], bool]:
+    return ([(_COMBINE_LAUNCH_OLD, f"        _combine_heads_kernel[(num_tokens, triton.cdiv(num_q_heads, {heads}))](\n"),
+             ("            SEGMENT=config.segment,\n            SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,\n"
+              "            USE_WINDOW=use_window,\n            num_warps=4,",
+              f"            HEADS={heads},\n            SEGMENT=config.segment,\n"
+              f"            SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,\n            USE_WINDOW=use_window,\n"
+              f"            num_warps={warps},"),
+             ("\n\ndef num_kv_segments", _COMBINE_HEADS + "\n\ndef num_kv_segments")], True)
+
+
+_PAGE_LOAD = "            page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n"
+_TILE_LOOP = "        for tile in range(tile_begin, tile_end):\n"
+_COMBINE_LOOP = "    for seg in range(lo // SEGMENT, pos // SEGMENT + 1):\n"
+_COMBINE_WARPS = "            num_warps=4,\n            num_stages=1,\n"
+
+
+def _tile_stages(n: int) -> list[tuple[str, str]]:
+    return [(_TILE_LOOP, f"        for tile in tl.range(tile_begin, tile_end, num_stages={n}):\n")]
+
+
+def _combine_edits(warps: int, stages: int) -> list[tuple[str, str]]:
+    out = [(_COMBINE_WARPS, f"            num_warps={warps},\n            num_stages=1,\n")]
+    if stages > 1:
+        out.append((_COMBINE_LOOP, f"    for seg in tl.range(lo // SEGMENT, pos // SEGMENT + 1, num_stages={stages}):\n"))
+    return out
+
+
+# name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
+VARIANTS: dict[str, tuple] = {
+    "shipped": ([], True),
+    "tile loop 3 stages": (_tile_stages(3), True),
+    "tile loop 4 stages": (_tile_stages(4), True),
+    "tile loop 1 stage": (_tile_stages(1), True),
+    "combine w1": (_combine_edits(1, 1), True),
+    "combine w1, loop 2 stages": (_combine_edits(1, 2), True),
+    "combine w4, loop 3 stages": (_combine_edits(4, 3), True),
+    "combine 8 heads w4": _combine_heads_edits(8, 4),
+    "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
+    "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
+                                False),
+}
+
+
+def load_variant(name: str, edits: list[tuple[str, str]], tmp: str, source: str = SOURCE):
+    src = open(source).read()
+    for old, new in edits:
+        if src.count(old) != 1:
+            raise ValueError(f"variant {name!r}: edit anchor found {src.count(old)} times: {old[:60]!r}")
+        src = src.replace(old, new)
+    path = os.path.join(tmp, "variant_" + "".join(c if c.isalnum() else "_" for c in name) + ".py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def cases(smoke: bool, device: str, dtype: torch.dtype):
+    """(name, batch, max_model_len, mode) for the Llama-3.1-8B geometry (32 q / 8 kv heads, head_dim 128)."""
+    if smoke:
+        return [("prefill chunk 64 @ 256", [random_request(256, 64, 4, 2, 32, seed=1, dtype=dtype, device=device)],
+                 512, "prefill"),
+                ("decode b2 @ 200", [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device)
+                                     for s in (2, 3)], 512, "decode")]
+    out = []
+    for kv in (8192, 16384):
+        out.append((f"prefill chunk 2048 @ {kv // 1024}K", [random_request(kv, 2048, 32, 8, 128, seed=kv, dtype=dtype,
+                                                                           device=device)], kv + 512, "prefill"))
+    for b in (1, 4, 16):
+        out.append((f"decode b{b} @ 8K", [random_request(8192, 1, 32, 8, 128, seed=100 + s, dtype=dtype, device=device)
+                                          for s in range(b)], 8192 + 512, "decode"))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--cpu-smoke", action="store_true")
+    ap.add_argument("--previous", help="an earlier paged_attention.py, timed as variant 'previous'")
+    args = ap.parse_args()
+    smoke = args.cpu_smoke
+    device = "cpu" if smoke else "cuda"
+    dtype = torch.float32 if smoke else torch.bfloat16
+    tmp = tempfile.mkdtemp(prefix="attn_variants_")
+    mods = {name: load_variant(name, v[0], tmp) for name, v in VARIANTS.items()}
+    if args.previous:
+        VARIANTS["previous"] = ([], False)
+        mods["previous"] = load_variant("previous", [], tmp, args.previous)
+    report: dict = {"device": torch.cuda.get_device_name() if not smoke else "cpu (interpreter)", "cases": {}}
+    t0 = time.time()
+    for case, requests, max_model_len, mode in cases(smoke, device, dtype):
+        batch = build_paged_batch(requests, page_size=16, seed=7)
+        heads, dim = batch.q.shape[1], batch.q.shape[2]
+        cfg = select_config(dim, heads, batch.k_cache.shape[2], 16, dtype)
+        segs = shipped.num_kv_segments(batch.block_table, 16, cfg.segment, max_model_len)
+        ws = torch.empty(2 * shipped.split_workspace_numel(batch.q.shape[0], heads, dim, segs), dtype=torch.float32,
+                         device=device)
+        row = {}
+        ref = None
+        for name, mod in mods.items():
+            out = batch.empty_out()
+            fields = dict(VARIANTS[name][2]) if len(VARIANTS[name]) > 2 else {}
+            if "block_m" in fields:
+                fields["block_q"] = fields["block_m"] // cfg.group
+            vcfg = dataclasses.replace(cfg, **fields)
+
+            def call(mod=mod, out=out, vcfg=vcfg):
+                mod.paged_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_table, batch.seq_lens,
+                                    batch.query_start_loc, out, scale=dim ** -0.5, config=vcfg,
+                                    max_seqlen_k=max_model_len, workspace=ws, path="split")
+            call()
+            if smoke:
+                ms = float("nan")
+            elif mode == "decode":
+                ms = triton.testing.do_bench_cudagraph(call, rep=100)
+            else:
+                ms = triton.testing.do_bench(call, warmup=5, rep=100)
+            if ref is None:
+                ref = out.clone()
+            same = bool(torch.equal(out.view(torch.int16 if dtype != torch.float32 else torch.int32),
+                                    ref.view(torch.int16 if dtype != torch.float32 else torch.int32)))
+            row[name] = {"ms": round(ms, 4), "bits_equal_shipped": same, "keeps_bits": VARIANTS[name][1]}
+            print(f"{case:28s} {name:26s} {ms:8.4f} ms  bits {'=' if same else '!='} shipped", flush=True)
+        report["cases"][case] = row
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+    report["wall_s"] = round(time.time() - t0, 1)
+    bad = [(c, n) for c, r in report["cases"].items() for n, v in r.items() if v["keeps_bits"]
+           and not v["bits_equal_shipped"]]
+    report["bit_preserving_variants_that_differ"] = bad
+    with open(args.out, "w") as f:
+        json.dump(report, f, indent=1)
+    print("bit-preserving variants that differ:", bad or "none")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
