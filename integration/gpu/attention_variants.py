@@ -122,6 +122,12 @@ def _combine_heads_edits(heads: int, warps: int) -> tuple[list[tuple[str, str]],
 
 
 _PAGE_LOAD = "            page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n"
+# a tile inside one page (PAGE_SIZE a multiple of BLOCK_N) needs one block-table entry, loaded as a scalar
+_PAGE_PER_TILE = (
+    "            if PAGE_SIZE % BLOCK_N == 0:\n"
+    "                page = tl.load(block_table_row + (tile * BLOCK_N) // PAGE_SIZE).to(tl.int64)\n"
+    "            else:\n"
+    "                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n")
 _TILE_LOOP = "        for tile in range(tile_begin, tile_end):\n"
 _COMBINE_LOOP = "    for seg in range(lo // SEGMENT, pos // SEGMENT + 1):\n"
 _COMBINE_WARPS = "            num_warps=4,\n            num_stages=1,\n"
@@ -148,6 +154,8 @@ VARIANTS: dict[str, tuple] = {
     "combine w1, loop 2 stages": (_combine_edits(1, 2), True),
     "combine w4, loop 3 stages": (_combine_edits(4, 3), True),
     "combine 8 heads w4": _combine_heads_edits(8, 4),
+    "one page load per tile": ([(_PAGE_LOAD, _PAGE_PER_TILE)], True),
+    "one page load per tile + tile loop 3 stages": ([(_PAGE_LOAD, _PAGE_PER_TILE)] + _tile_stages(3), True),
     "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
     "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
                                 False),
@@ -202,11 +210,12 @@ def main() -> int:
         mods["previous"] = load_variant("previous", [], tmp, args.previous)
     report: dict = {"device": torch.cuda.get_device_name() if not smoke else "cpu (interpreter)", "cases": {}}
     t0 = time.time()
+    page = 16 if smoke else 64  # vLLM's block size with vosti on CUDA
     for case, requests, max_model_len, mode in cases(smoke, device, dtype):
-        batch = build_paged_batch(requests, page_size=16, seed=7)
+        batch = build_paged_batch(requests, page_size=page, seed=7)
         heads, dim = batch.q.shape[1], batch.q.shape[2]
-        cfg = select_config(dim, heads, batch.k_cache.shape[2], 16, dtype)
-        segs = shipped.num_kv_segments(batch.block_table, 16, cfg.segment, max_model_len)
+        cfg = select_config(dim, heads, batch.k_cache.shape[2], page, dtype)
+        segs = shipped.num_kv_segments(batch.block_table, page, cfg.segment, max_model_len)
         ws = torch.empty(2 * shipped.split_workspace_numel(batch.q.shape[0], heads, dim, segs), dtype=torch.float32,
                          device=device)
         row = {}
