@@ -18,7 +18,7 @@ def test_bench_runs_each_mode_reports_it_and_fails_on_a_mode_past_its_limit(tmp_
     proc = subprocess.run(
         [sys.executable, "-m", "vosti_plugin.cli", "bench", "--model", "tiny", "--modes", "vosti,bi",
          "--contexts", "0,64", "--batches", "1,2", "--decode-tokens", "2", "--max-model-len", "256", "--eager",
-         "--mode-timeout", "400", "--out", str(out)],
+         "--repeats", "2", "--mode-timeout", "400", "--out", str(out)],
         capture_output=True, text=True, timeout=600, cwd=ROOT)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 0, text[-3000:]
@@ -28,6 +28,10 @@ def test_bench_runs_each_mode_reports_it_and_fails_on_a_mode_past_its_limit(tmp_
     cells = {(r["batch"], r["context"]) for r in result["rows"]}
     assert cells == {(1, 0), (1, 64), (2, 0), (2, 64)}
     assert all(r["decode_method"] == "cached" and r["decode_tok_s"] > 0 for r in result["rows"])
+    # each cell measured twice on fresh prompts; the row keeps the median and both samples
+    for r in result["rows"]:
+        assert r["repeats"] == 2 and len(r["prefill_s_samples"]) == len(r["decode_s_samples"]) == 2
+        assert r["prefill_s"] == sum(r["prefill_s_samples"]) / 2 and r["decode_s"] == sum(r["decode_s_samples"]) / 2
     table = (out / "bench.md").read_text()
     assert "decode vosti" in table and (out / "decode_vs_context.png").stat().st_size > 0
 

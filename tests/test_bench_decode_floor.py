@@ -45,3 +45,16 @@ def test_bench_model_resolution_registry_tiny_and_directory(tmp_path):
     empty.mkdir()
     with pytest.raises(ValueError, match="without a config.json"):
         resolve_model(str(empty))
+
+
+def test_a_cell_reports_median_times_so_one_slow_sample_does_not_set_it():
+    from vosti_plugin.integration.bench.throughput import cell_row
+
+    samples = [(3.0, 1.0, "cached", 960), (1.0, 1.2, "cached", 992), (1.1, 0.9, "cached", 1000)]
+    row = cell_row(4, 1024, samples, 128, 1036.0)
+    assert row["prefill_s"] == 1.1 and row["decode_s"] == 1.0
+    assert row["prefill_tok_s"] == 4 * 1024 / 1.1 and row["decode_tok_s"] == 4 * 128 / 1.0
+    assert row["prefill_s_samples"] == [3.0, 1.0, 1.1] and row["min_cached_tokens"] == 960
+    assert row["decode_method"] == "cached" and row["repeats"] == 3
+    mixed = cell_row(1, 0, [(0.1, 0.2, "cached", 0), (0.1, 0.3, "subtracted", 0)], 16, 1.0)
+    assert mixed["decode_method"] == "cached+subtracted" and mixed["decode_s"] == 0.25

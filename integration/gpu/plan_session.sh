@@ -17,7 +17,7 @@ export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*" >> "$R/plan.log"; }
 grid() {  # grid DIR MODEL "MODES" [BATCHES]
   env OUT="$R/$1" MODEL="$2" BENCH_MODES="$3" CONTEXTS=0,1024,4096,8192,16384 BATCHES=${4:-1,4,16} DECODE=128 \
-    MODE_TIMEOUT=280 bash integration/gpu/session.sh bench > "$R/$1-${3// /_}.log" 2>&1
+    REPEATS=${REPEATS:-2} MODE_TIMEOUT=480 bash integration/gpu/session.sh bench > "$R/$1-${3// /_}.log" 2>&1
 }
 V=vosti
 log "start: $STEPS"

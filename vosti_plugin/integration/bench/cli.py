@@ -67,6 +67,7 @@ def bench(
     max_model_len: Optional[int] = typer.Option(None, help="default: 20000 on a GPU, 1024 on CPU"),
     dtype: Optional[str] = typer.Option(None, help="default bfloat16 on a GPU, float32 on CPU (vosti on CPU is fp32)"),
     eager: bool = typer.Option(False, "--eager", help="no CUDA graphs / torch.compile"),
+    repeats: int = typer.Option(3, min=1, help="measurements of each cell on fresh prompts; tables show the medians"),
     mode_timeout: float = typer.Option(900.0, help="seconds per mode before it is stopped"),
     out: Path = typer.Option(Path("bench-results"), help="output directory"),
 ) -> None:
@@ -98,7 +99,8 @@ def bench(
     name = Path(model).name if Path(model).is_dir() else model
     cells = len(_split(batches)) * len(_split(contexts))
     common = ["--model", model, "--contexts", contexts, "--batches", batches, "--decode-tokens", str(decode_tokens),
-              "--max-model-len", str(max_model_len), "--dtype", dtype or ("bfloat16" if gpu else "float32")]
+              "--max-model-len", str(max_model_len), "--dtype", dtype or ("bfloat16" if gpu else "float32"),
+              "--repeats", str(repeats)]
     if eager:
         common.append("--eager")
     results, failed = [], []

@@ -9,13 +9,17 @@ second run finds the context cached (checked: `decode_method` is "cached" when e
 context - page tokens) and its time is the decode time at that cached context plus one step for the
 uncached tail: decode tok/s = batch * decode_tokens / that time. Where the cache did not hit (a mode
 without prefix caching), the decode time falls back to (fresh prefill + decode) - prefill alone, marked
-"subtracted"; that difference of two long times is noisy when prefill dominates.
+"subtracted"; that difference of two long times is noisy when prefill dominates. Each cell is measured
+--repeats times (default 3) on fresh prompts and reports the median times, every sample kept in the row: a
+first launch's compile (a Triton kernel specialised for a step shape the warm-up did not have) or a noisy run
+in one sample does not set the cell.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -75,6 +79,23 @@ def resolve_model(model: str) -> tuple[Path, dict, str]:
     return materialize(spec), spec.config.get("text_config", spec.config), "dummy"
 
 
+def cell_row(batch: int, ctx: int, samples: list[tuple[float, float, str, int]], decode_tokens: int,
+             floor_tok_s: float) -> dict:
+    """One grid cell from its repeated measurements (prefill s, decode s, decode method, cached tokens): the
+    median times (a first-launch compile or a noisy run in one sample does not set the number), every sample
+    kept beside them."""
+    prefill_s = statistics.median(s[0] for s in samples)
+    decode_s = statistics.median(s[1] for s in samples)
+    methods = sorted({s[2] for s in samples})
+    return {"batch": batch, "context": ctx, "prefill_s": prefill_s, "decode_s": decode_s,
+            "decode_method": methods[0] if len(methods) == 1 else "+".join(methods),
+            "min_cached_tokens": min(s[3] for s in samples),
+            "prefill_tok_s": batch * max(ctx, 1) / prefill_s,
+            "decode_tok_s": batch * decode_tokens / decode_s,
+            "decode_floor_tok_s": floor_tok_s, "repeats": len(samples),
+            "prefill_s_samples": [s[0] for s in samples], "decode_s_samples": [s[1] for s in samples]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=MODES, required=True)
@@ -87,8 +108,12 @@ def main(argv=None) -> int:
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
     ap.add_argument("--dtype", default="bfloat16", help="float32 for a CPU smoke run (vosti on CPU is fp32)")
     ap.add_argument("--warmup-prefill", type=int, default=2048, help="prompt tokens of the warm-up prefill")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="times each cell is measured on fresh prompts; the row keeps the medians and every sample")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
+    if a.repeats < 1:
+        ap.error(f"--repeats must be at least 1, got {a.repeats}")
     prepare_environment(a.mode)
     model_dir, geometry, load_format = resolve_model(a.model)
     from vllm import LLM, SamplingParams
@@ -116,25 +141,24 @@ def main(argv=None) -> int:
     llm.generate(prompts(2, 64), many, use_tqdm=False)  # warm-up: decode and short prefill
     # and one tall prefill, so kernels first launched at many rows (JIT, first-use costs) are not timed below
     llm.generate(prompts(1, min(a.warmup_prefill, a.max_model_len - 2)), one, use_tqdm=False)
+    def measure(batch, ctx):
+        """(prefill s, decode s, decode method, cached tokens) of one cell on fresh prompts."""
+        ps = prompts(batch, ctx)
+        t = time.perf_counter(); llm.generate(ps, one, use_tqdm=False); t_pre = time.perf_counter() - t
+        t = time.perf_counter(); outs = llm.generate(ps, many, use_tqdm=False); t_dec = time.perf_counter() - t
+        cached = min(o.num_cached_tokens or 0 for o in outs)
+        if cached >= ctx - page_size:
+            return t_pre, t_dec, "cached", cached
+        ps = prompts(batch, ctx)
+        t = time.perf_counter(); llm.generate(ps, many, use_tqdm=False); t_all = time.perf_counter() - t
+        return t_pre, max(t_all - t_pre, 1e-9), "subtracted", cached
+
     for batch in [int(x) for x in a.batches.split(",")]:
         for ctx in [int(x) for x in a.contexts.split(",")]:
             if ctx + a.decode_tokens + 2 > a.max_model_len:
                 continue
-            ps = prompts(batch, ctx)
-            t = time.perf_counter(); llm.generate(ps, one, use_tqdm=False); t_pre = time.perf_counter() - t
-            t = time.perf_counter(); outs = llm.generate(ps, many, use_tqdm=False); t_dec = time.perf_counter() - t
-            cached = min(o.num_cached_tokens or 0 for o in outs)
-            if cached >= ctx - page_size:
-                method, decode_s = "cached", t_dec
-            else:
-                ps = prompts(batch, ctx)
-                t = time.perf_counter(); llm.generate(ps, many, use_tqdm=False); t_all = time.perf_counter() - t
-                method, decode_s = "subtracted", max(t_all - t_pre, 1e-9)
-            row = {"batch": batch, "context": ctx, "prefill_s": t_pre, "decode_s": decode_s,
-                   "decode_method": method, "min_cached_tokens": cached,
-                   "prefill_tok_s": batch * max(ctx, 1) / t_pre,
-                   "decode_tok_s": batch * a.decode_tokens / decode_s,
-                   "decode_floor_tok_s": decode_floor_tok_s(geometry, batch, ctx, bytes_per_elem)}
+            samples = [measure(batch, ctx) for _ in range(a.repeats)]
+            row = cell_row(batch, ctx, samples, a.decode_tokens, decode_floor_tok_s(geometry, batch, ctx, bytes_per_elem))
             res["rows"].append(row)
             print(json.dumps(row), flush=True)
     Path(a.out).write_text(json.dumps(res, indent=1))
