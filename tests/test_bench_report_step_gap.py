@@ -42,5 +42,6 @@ def test_targets_table_counts_cells_meeting_each_target():
     bi = {"mode": "bi", "rows": rows((50, 60, 200), (50, 30000, 30000))}
     table = targets_markdown([vosti, default, bi]).splitlines()
     assert table[2] == "| vosti | decode vs BI | 3.20x | 2.83-3.60x | 1/3 |"       # 3.6, 2.83, 3.0
-    assert table[3] == "| vosti | decode vs default | 0.90x | 0.85-0.90x | 1/3 |"   # 0.9, 0.85, 0.857
+    assert table[3] == "| vosti | decode vs default | 0.95x | 0.85-0.90x | 0/3 |"   # 0.9, 0.85, 0.857
     assert table[4] == "| vosti | prefill vs default | 0.80x | 0.50-0.83x | 1/2 |"  # context 0 left out
+    assert table[5] == "| vosti | prefill vs BI | 1.30x | 0.67-1.00x | 0/2 |"

@@ -98,8 +98,8 @@ def _combine_heads_kernel(out_ptr, part_m_ptr, part_l_ptr, part_acc_ptr, seq_len
         acc = tl.load(part_acc_ptr + (part_row[:, None] + seg) * HEAD_DIM + dims[None, :], mask=ok, other=0.0)
         fold_m = tl.maximum(run_m, m_i)
         fold_dead = fold_m == float("-inf")
-        run_scale = tl.where(fold_dead, 1.0, tl.exp(run_m - fold_m))
-        seg_scale = tl.where(fold_dead, 0.0, tl.exp(m_i - fold_m))
+        run_scale = tl.where(fold_dead, 1.0, tl.exp2(run_m - fold_m))
+        seg_scale = tl.where(fold_dead, 0.0, tl.exp2(m_i - fold_m))
         fold_l = run_l * run_scale + l_i * seg_scale
         fold_acc = run_acc * run_scale[:, None] + acc * seg_scale[:, None]
         run_m = fold_m

@@ -9,7 +9,8 @@
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
-# attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it) and bench-attn (#20).
+# attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it), bench-attn, startup and
+# grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary").
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -120,6 +121,20 @@ for step in $STEPS; do
     bench-attn)   # prefill/decode after an attention change: vosti vs stock default at 1K/8K/16K, batch 4 (#20)
       env OUT="$R/bench-attn" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192,16384 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-attn.log" 2>&1; log "bench-attn done" ;;
+    startup)   # startup of vosti and stock default, cold (fresh Triton and vLLM compile caches) then warm (#20)
+      mkdir -p "$R/startup"
+      for m in vosti default; do
+        d=$(mktemp -d)
+        for kind in cold warm; do
+          env TRITON_CACHE_DIR="$d/triton" VLLM_CACHE_ROOT="$d/vllm" timeout 400 python3 -m vosti_plugin.integration.bench.throughput \
+            --mode $m --model llama31-8b --contexts 0 --batches 1 --decode-tokens 8 --repeats 1 \
+            --out "$R/startup/tp_llama31-8b_${m}_$kind.json" > "$R/startup/$m-$kind.log" 2>&1
+        done
+      done; log "startup done" ;;
+    grid-summary)   # the grid of bench-llama, bench-gemma, agentic and startup as integration/results/h200/summary.json
+      python3 -m vosti_plugin.integration.bench.grid --throughput "$R"/bench-llama/tp_*.json "$R"/bench-gemma/tp_*.json \
+        --agentic "$R"/agentic/ag_*.json --startup "$R"/startup/tp_*.json --vosti-mode $V --out "$R/grid" \
+        > "$R/grid.log" 2>&1; log "grid-summary rc=$?" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
         MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;

@@ -79,6 +79,17 @@ def resolve_model(model: str) -> tuple[Path, dict, str]:
     return materialize(spec), spec.config.get("text_config", spec.config), "dummy"
 
 
+def compile_cache_entries() -> dict[str, int]:
+    """Entries in the Triton kernel cache and vLLM's torch.compile cache: all 0 means this run compiles from
+    scratch (a cold start)."""
+    import os
+
+    triton_dir = Path(os.environ.get("TRITON_CACHE_DIR") or Path.home() / ".triton" / "cache")
+    vllm_dir = Path(os.environ.get("VLLM_CACHE_ROOT") or Path.home() / ".cache" / "vllm") / "torch_compile_cache"
+    return {name: sum(1 for _ in d.iterdir()) if d.is_dir() else 0
+            for name, d in (("triton", triton_dir), ("vllm_torch_compile", vllm_dir))}
+
+
 def cell_row(batch: int, ctx: int, samples: list[tuple[float, float, str, int]], decode_tokens: int,
              floor_tok_s: float) -> dict:
     """One grid cell from its repeated measurements (prefill s, decode s, decode method, cached tokens): the
@@ -122,10 +133,11 @@ def main(argv=None) -> int:
               max_model_len=a.max_model_len, gpu_memory_utilization=0.85, enable_prefix_caching=True,
               seed=0, max_num_seqs=64, enforce_eager=a.eager)
     kw.update(engine_kwargs(a.mode, a.backend))
+    caches = compile_cache_entries()
     t0 = time.perf_counter()
     llm = LLM(**kw)
     res = {"mode": a.mode, "backend": a.backend, "model": a.model, "startup_s": time.perf_counter() - t0,
-           "eager": a.eager, "rows": []}
+           "compile_caches_at_start": caches, "eager": a.eager, "rows": []}
     page_size = llm.llm_engine.vllm_config.cache_config.block_size
     bytes_per_elem = 4 if a.dtype == "float32" else 2
     res["attention_impls"] = sorted(set(sum(llm.apply_model(attention_impl_names), [])))
