@@ -16,14 +16,14 @@ import argparse
 import statistics
 from pathlib import Path
 
-from vosti_plugin.integration.bench.report import TARGETS, load
+from vosti_plugin.integration.bench.report import TARGETS, _label, load
 from vosti_plugin.integration.summary_json import dumps
 
 MODES = ("vosti", "default", "bi")
 
 
 def _mode(result: dict, vosti_mode: str) -> str | None:
-    name = result["mode"] + (f"/{result['backend']}" if result.get("backend") else "")
+    name = _label(result)
     if name == vosti_mode:
         return "vosti"
     return name if name in ("default", "bi") else None
