@@ -70,3 +70,34 @@ def test_deployment_path_keeps_split_for_long_context_and_big_budget():
                            **llama) == ("fused", 0)           # a graph step would not fit one launch
     assert deployment_path(max_num_tokens=64, max_graph_tokens=1, max_model_len=256, limit_bytes=0,
                            page_size=32, segment=512, num_q_heads=4, head_dim=32) == ("fused", 0)
+
+
+def test_deployment_path_stretches_the_budget_to_one_graph_step():
+    from vosti_plugin.attention.sub_launch import deployment_path
+
+    llama = dict(page_size=64, segment=512, num_q_heads=32, head_dim=128)
+    # Llama-3.1's default 128K context: a 512-token graph step needs 2.18 GB of partials, over the 2 GiB budget
+    assert deployment_path(max_num_tokens=2048, max_graph_tokens=512, max_model_len=131072, limit_bytes=2 << 30,
+                           **llama) == ("fused", 0)
+    assert deployment_path(max_num_tokens=2048, max_graph_tokens=512, max_model_len=131072, limit_bytes=2 << 30,
+                           stretch_bytes=7 << 30, **llama) == ("split", 512)
+    # the stretch covers one graph step, no more: it never takes memory a smaller budget already covers
+    assert deployment_path(max_num_tokens=2048, max_graph_tokens=512, max_model_len=20000, limit_bytes=2 << 30,
+                           stretch_bytes=7 << 30, **llama) == ("split", 2048)
+    assert deployment_path(max_num_tokens=2048, max_graph_tokens=512, max_model_len=131072, limit_bytes=2 << 30,
+                           stretch_bytes=2 << 30, **llama) == ("fused", 0)
+
+
+def test_split_workspace_share_reads_the_environment(monkeypatch):
+    import pytest
+
+    from vosti_plugin.vllm import attention_backend as backend
+
+    monkeypatch.delenv("VOSTI_SPLIT_WORKSPACE_SHARE", raising=False)
+    assert backend.split_workspace_share() == backend.SPLIT_WORKSPACE_MAX_SHARE
+    monkeypatch.setenv("VOSTI_SPLIT_WORKSPACE_SHARE", "0")
+    assert backend.split_workspace_share() == 0.0
+    for bad in ("1.5", "-0.1", "lots"):
+        monkeypatch.setenv("VOSTI_SPLIT_WORKSPACE_SHARE", bad)
+        with pytest.raises(ValueError, match="VOSTI_SPLIT_WORKSPACE_SHARE"):
+            backend.split_workspace_share()

@@ -5,9 +5,11 @@
 
 A variant is the shipped module `vosti_plugin/attention/paged_attention.py` with source edits (VARIANTS), loaded
 as its own module; `upper bound` variants drop work the contract needs and only show what that work costs.
-Cases are one layer call as the backend makes it (split path, workspace preallocated, segment grid from
-max_model_len): a 2048-token chunk of one prompt at KV length 4K / 8K / 16K (chunked prefill), and decode at
-batch 4 / 16 over 8K of context. Each variant's output is compared bit for bit with the shipped kernel's.
+Cases are one layer call as the backend makes it (workspace preallocated, block table as wide as max_model_len,
+so the segment grid follows it): a 2048-token chunk of one prompt at KV length 8K / 16K (chunked prefill), and
+decode at batch 1 / 4 / 16 over 1K and 8K of context, with a grid for the context and for Llama-3.1's default
+max_model_len (128K), and at 8K on the fused path (what a deployment whose split workspace does not fit runs).
+Each variant's output is compared bit for bit with the shipped kernel's.
 Timing: triton.testing.do_bench (prefill) and do_bench_cudagraph (decode), median ms.
 """
 from __future__ import annotations
@@ -129,6 +131,53 @@ _PAGE_PER_TILE = (
     "            else:\n"
     "                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n")
 _TILE_LOOP = "        for tile in range(tile_begin, tile_end):\n"
+_TILE_HEAD = (_TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+              "            key_valid = key_pos <= last_pos\n" + _PAGE_LOAD)
+# the next tile's page ids are loaded one iteration ahead (a loop-carried integer tile)
+_PREFETCH_VECTOR = (
+    "        first_keys = tile_begin * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+    "        next_page = tl.load(block_table_row + first_keys // PAGE_SIZE, mask=first_keys <= last_pos, other=0)\n"
+    + _TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+    "            key_valid = key_pos <= last_pos\n"
+    "            page = next_page.to(tl.int64)\n"
+    "            next_keys = key_pos + BLOCK_N\n"
+    "            next_page = tl.load(block_table_row + next_keys // PAGE_SIZE, mask=next_keys <= last_pos, other=0)\n")
+_PREFETCH_SCALAR = (  # one block-table entry per tile when a tile lies inside one page, else the vector prefetch
+    "        if PAGE_SIZE % BLOCK_N == 0:\n"
+    "            next_page = tl.load(block_table_row + (tile_begin * BLOCK_N) // PAGE_SIZE, mask=tile_begin < tile_end,\n"
+    "                                other=0)\n"
+    "        else:\n"
+    "            first_keys = tile_begin * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+    "            next_page = tl.load(block_table_row + first_keys // PAGE_SIZE, mask=first_keys <= last_pos, other=0)\n"
+    + _TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+    "            key_valid = key_pos <= last_pos\n"
+    "            page = next_page.to(tl.int64)\n"
+    "            if PAGE_SIZE % BLOCK_N == 0:\n"
+    "                next_page = tl.load(block_table_row + ((tile + 1) * BLOCK_N) // PAGE_SIZE, mask=tile + 1 < tile_end,\n"
+    "                                    other=0)\n"
+    "            else:\n"
+    "                next_keys = key_pos + BLOCK_N\n"
+    "                next_page = tl.load(block_table_row + next_keys // PAGE_SIZE, mask=next_keys <= last_pos, other=0)\n")
+# split programs take segments slot, slot + SLOTS, ...: the grid no longer grows with max_model_len
+_SPLIT_ONE_SEGMENT = """    else:
+        seg_begin = tl.program_id(2)
+        seg_end = seg_begin + 1
+"""
+_SPLIT_SLOTS = """    else:
+        slot = tl.program_id(2)
+        seg_begin = slot + tl.maximum(first_key // SEGMENT - slot + SEG_SLOTS - 1, 0) // SEG_SLOTS * SEG_SLOTS
+        seg_end = last_pos // SEGMENT + 1
+"""
+_GRID = "    grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else num_segments)\n"
+
+
+def _slots_edits(slots: int) -> list[tuple[str, str]]:
+    return [(_SPLIT_ONE_SEGMENT, _SPLIT_SLOTS),
+            ("    for seg in range(seg_begin, seg_end):\n",
+             "    for seg in range(seg_begin, seg_end, 1 if FUSED else SEG_SLOTS):\n"),
+            ("    FUSED: tl.constexpr,\n", "    FUSED: tl.constexpr,\n    SEG_SLOTS: tl.constexpr,\n"),
+            ("        FUSED=fused,\n        DOT_PRECISION=", f"        FUSED=fused,\n        SEG_SLOTS={slots},\n        DOT_PRECISION="),
+            (_GRID, _GRID.replace("num_segments)", f"min(num_segments, {slots}))"))]
 _COMBINE_LOOP = "    for seg in range(lo // SEGMENT, pos // SEGMENT + 1):\n"
 _COMBINE_WARPS = "            num_warps=4,\n            num_stages=1,\n"
 
@@ -144,6 +193,31 @@ def _combine_edits(warps: int, stages: int) -> list[tuple[str, str]]:
     return out
 
 
+_SEG_LOOP = "    for seg in range(seg_begin, seg_end):\n"
+_AFTER_SEG_LOOP = "    if FUSED:\n        result = run_acc / run_l[:, None]\n"
+
+
+def _peeled_slots_edits(slots: int, body_edits: tuple = ()) -> list[tuple[str, str]]:
+    """Split programs take segment `slot` as one straight segment (no outer loop), then slot + SLOTS, ... in a
+    second copy of the segment code: the common case (max_model_len <= SLOTS segments) has no outer loop."""
+    src = open(SOURCE).read()
+    body = src[src.index(_SEG_LOOP) + len(_SEG_LOOP):src.index(_AFTER_SEG_LOOP)]
+    for old, new in body_edits:
+        body = body.replace(old, new)
+    extra = ("    if not FUSED:\n"
+             "        for seg in range(seg_begin + SEG_SLOTS, last_pos // SEGMENT + 1, SEG_SLOTS):\n"
+             + "".join("    " + line if line.strip() else line for line in body.splitlines(keepends=True)))
+    split = """    else:
+        slot = tl.program_id(2)
+        seg_begin = slot + tl.maximum(first_key // SEGMENT - slot + SEG_SLOTS - 1, 0) // SEG_SLOTS * SEG_SLOTS
+        seg_end = seg_begin + 1
+"""
+    return [(_SPLIT_ONE_SEGMENT, split), (_AFTER_SEG_LOOP, extra + _AFTER_SEG_LOOP),
+            ("    FUSED: tl.constexpr,\n", "    FUSED: tl.constexpr,\n    SEG_SLOTS: tl.constexpr,\n"),
+            ("        FUSED=fused,\n        DOT_PRECISION=", f"        FUSED=fused,\n        SEG_SLOTS={slots},\n        DOT_PRECISION="),
+            (_GRID, _GRID.replace("num_segments)", f"min(num_segments, {slots}))"))]
+
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -156,6 +230,15 @@ VARIANTS: dict[str, tuple] = {
     "combine 8 heads w4": _combine_heads_edits(8, 4),
     "one page load per tile": ([(_PAGE_LOAD, _PAGE_PER_TILE)], True),
     "one page load per tile + tile loop 3 stages": ([(_PAGE_LOAD, _PAGE_PER_TILE)] + _tile_stages(3), True),
+    "prefetch page ids": ([(_TILE_HEAD, _PREFETCH_VECTOR)], True),
+    "prefetch one page id per tile": ([(_TILE_HEAD, _PREFETCH_SCALAR)], True),
+    "segment slots 16": (_slots_edits(16), True),
+    "segment slots 32": (_slots_edits(32), True),
+    "slots 32 + prefetch one page id": (_slots_edits(32) + [(_TILE_HEAD, _PREFETCH_SCALAR)], True),
+    "peeled slots 16": (_peeled_slots_edits(16), True),
+    "peeled slots 32": (_peeled_slots_edits(32), True),
+    "peeled slots 32 + one page load per tile": ([(_PAGE_LOAD, _PAGE_PER_TILE)] + _peeled_slots_edits(
+        32, body_edits=((_PAGE_LOAD, _PAGE_PER_TILE),)), True),
     "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
     "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
                                 False),
@@ -178,19 +261,26 @@ def load_variant(name: str, edits: list[tuple[str, str]], tmp: str, source: str 
 
 
 def cases(smoke: bool, device: str, dtype: torch.dtype):
-    """(name, batch, max_model_len, mode) for the Llama-3.1-8B geometry (32 q / 8 kv heads, head_dim 128)."""
+    """(name, requests, max_model_len, mode, path) for the Llama-3.1-8B geometry (32 q / 8 kv heads, head_dim
+    128). max_model_len sizes the segment grid as the backend does; 131072 is Llama-3.1's default."""
     if smoke:
         return [("prefill chunk 64 @ 256", [random_request(256, 64, 4, 2, 32, seed=1, dtype=dtype, device=device)],
-                 512, "prefill"),
+                 512, "prefill", "split"),
                 ("decode b2 @ 200", [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device)
-                                     for s in (2, 3)], 512, "decode")]
+                                     for s in (2, 3)], 512, "decode", "split"),
+                ("decode b2 @ 200, grid for 4K", [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device)
+                                                  for s in (2, 3)], 4096, "decode", "split")]
     out = []
     for kv in (8192, 16384):
         out.append((f"prefill chunk 2048 @ {kv // 1024}K", [random_request(kv, 2048, 32, 8, 128, seed=kv, dtype=dtype,
-                                                                           device=device)], kv + 512, "prefill"))
-    for b in (1, 4, 16):
-        out.append((f"decode b{b} @ 8K", [random_request(8192, 1, 32, 8, 128, seed=100 + s, dtype=dtype, device=device)
-                                          for s in range(b)], 8192 + 512, "decode"))
+                                                                           device=device)], kv + 512, "prefill", "split"))
+    for ctx in (1024, 8192):
+        for b in (1, 4, 16):
+            reqs = [random_request(ctx, 1, 32, 8, 128, seed=100 + s, dtype=dtype, device=device) for s in range(b)]
+            out.append((f"decode b{b} @ {ctx // 1024}K", reqs, ctx + 512, "decode", "split"))
+            out.append((f"decode b{b} @ {ctx // 1024}K, grid for 128K", reqs, 131072, "decode", "split"))
+            if ctx == 8192:
+                out.append((f"decode b{b} @ 8K, fused path", reqs, 131072, "decode", "fused"))
     return out
 
 
@@ -199,7 +289,15 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--cpu-smoke", action="store_true")
     ap.add_argument("--previous", help="an earlier paged_attention.py, timed as variant 'previous'")
+    ap.add_argument("--variants", help="comma-separated variant names to time beside 'shipped' (default: all)")
     args = ap.parse_args()
+    if args.variants:
+        keep = {"shipped", *args.variants.split(",")}
+        unknown = keep - set(VARIANTS)
+        if unknown:
+            ap.error(f"unknown variants {sorted(unknown)}; known: {sorted(VARIANTS)}")
+        for name in set(VARIANTS) - keep:
+            del VARIANTS[name]
     smoke = args.cpu_smoke
     device = "cpu" if smoke else "cuda"
     dtype = torch.float32 if smoke else torch.bfloat16
@@ -211,11 +309,15 @@ def main() -> int:
     report: dict = {"device": torch.cuda.get_device_name() if not smoke else "cpu (interpreter)", "cases": {}}
     t0 = time.time()
     page = 16 if smoke else 64  # vLLM's block size with vosti on CUDA
-    for case, requests, max_model_len, mode in cases(smoke, device, dtype):
+    for case, requests, max_model_len, mode, path in cases(smoke, device, dtype):
         batch = build_paged_batch(requests, page_size=page, seed=7)
         heads, dim = batch.q.shape[1], batch.q.shape[2]
         cfg = select_config(dim, heads, batch.k_cache.shape[2], page, dtype)
-        segs = shipped.num_kv_segments(batch.block_table, page, cfg.segment, max_model_len)
+        # vLLM's block table has a column per page of max_model_len; the segment grid follows its width
+        block_table = torch.zeros(batch.block_table.shape[0], max(batch.block_table.shape[1], -(-max_model_len // page)),
+                                  dtype=batch.block_table.dtype, device=device)
+        block_table[:, :batch.block_table.shape[1]] = batch.block_table
+        segs = shipped.num_kv_segments(block_table, page, cfg.segment, max_model_len)
         ws = torch.empty(2 * shipped.split_workspace_numel(batch.q.shape[0], heads, dim, segs), dtype=torch.float32,
                          device=device)
         row = {}
@@ -228,9 +330,9 @@ def main() -> int:
             vcfg = dataclasses.replace(cfg, **fields)
 
             def call(mod=mod, out=out, vcfg=vcfg):
-                mod.paged_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_table, batch.seq_lens,
+                mod.paged_attention(batch.q, batch.k_cache, batch.v_cache, block_table, batch.seq_lens,
                                     batch.query_start_loc, out, scale=dim ** -0.5, config=vcfg,
-                                    max_seqlen_k=max_model_len, workspace=ws, path="split")
+                                    max_seqlen_k=max_model_len, workspace=ws, path=path)
             call()
             if smoke:
                 ms = float("nan")

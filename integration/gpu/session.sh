@@ -21,7 +21,7 @@ case "$step" in
   bench)
     for m in ${BENCH_MODES:-vosti default bi}; do
       timeout ${MODE_TIMEOUT:-280} python3 -m vosti_plugin.integration.bench.throughput --mode $m --model "$mdl" --contexts "$ctx" \
-        --batches "$bat" --decode-tokens ${DECODE:-128} --repeats ${REPEATS:-3} --out "$out/tp_${mdl}_$m.json" \
+        --batches "$bat" --decode-tokens ${DECODE:-128} --repeats ${REPEATS:-3} ${BENCH_ARGS:-} --out "$out/tp_${mdl}_$m.json" \
         > "$out/tp_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; grep -E '^\{|startup|Error|error' "$out/tp_${mdl}_$m.log" | tail -8
     done

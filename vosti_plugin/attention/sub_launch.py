@@ -19,14 +19,19 @@ from vosti_plugin.attention.paged_attention import split_workspace_numel
 
 
 def deployment_path(*, max_num_tokens: int, max_graph_tokens: int, max_model_len: int, page_size: int,
-                    segment: int, num_q_heads: int, head_dim: int,
-                    limit_bytes: int) -> tuple[Literal["split", "fused"], int]:
+                    segment: int, num_q_heads: int, head_dim: int, limit_bytes: int,
+                    stretch_bytes: int = 0) -> tuple[Literal["split", "fused"], int]:
     """(path, tokens per split launch) for a whole deployment, from static sizes only. Split when a
     CUDA-graph step (max_graph_tokens; 1 without graphs) fits one launch of the workspace limit; larger
-    steps then run in launches of `capacity` tokens. Fused (capacity 0) otherwise."""
+    steps then run in launches of `capacity` tokens. Fused (capacity 0) otherwise. The limit grows to what
+    one graph step needs when that is at most `stretch_bytes`: a long max_model_len (Llama-3.1's 128K
+    needs 4.3 MB per token) keeps the split path, whose decode is parallel over segments."""
     pages = -(-max_model_len // page_size)
     segments = -(-(pages * page_size) // segment)
     per_token = 4 * split_workspace_numel(1, num_q_heads, head_dim, segments)
+    graph_bytes = max(1, max_graph_tokens) * per_token
+    if limit_bytes < graph_bytes <= stretch_bytes:
+        limit_bytes = graph_bytes
     capacity = min(max_num_tokens, limit_bytes // per_token)
     if capacity >= max(1, max_graph_tokens):
         return "split", capacity

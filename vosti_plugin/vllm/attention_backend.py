@@ -8,6 +8,7 @@ geometry alone (see vosti_plugin.attention.config.select_config), never from the
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -27,6 +28,7 @@ from vosti_plugin.attention.paged_attention import (  # noqa: E402
     split_workspace_numel,
 )
 from vosti_plugin.attention.sub_launch import deployment_path, run_in_launches  # noqa: E402
+from vosti_plugin.launch.log import vosti_logger  # noqa: E402
 
 (
     _AttentionBackend,
@@ -45,6 +47,10 @@ PAGE_SIZE_MULTIPLE = 16
 # every step takes the fused path. On CPU the Triton interpreter pays per program and the fused path runs
 # the fewest (no combine kernel): a vosti engine under memory pressure ran 58 s instead of 88 s.
 SPLIT_WORKSPACE_BYTES = {"cuda": 2 << 30, "cpu": 0}
+# The budget may grow to what the largest CUDA-graph step needs, up to this share of the device's memory
+# (the profiling run reserves it before the KV cache is sized); beyond that the deployment runs fused.
+# VOSTI_SPLIT_WORKSPACE_SHARE sets the share (0: never grow).
+SPLIT_WORKSPACE_MAX_SHARE = 0.05
 _WORKSPACES: dict = {}
 
 
@@ -147,6 +153,45 @@ class VostiAttentionBackend(_AttentionBackend):
         return (num_blocks, num_kv_heads, block_size, 2 * head_size)
 
 
+def split_workspace_share() -> float:
+    raw = os.environ.get("VOSTI_SPLIT_WORKSPACE_SHARE", "")
+    if not raw:
+        return SPLIT_WORKSPACE_MAX_SHARE
+    try:
+        share = float(raw)
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"VOSTI_SPLIT_WORKSPACE_SHARE={raw!r} must be a share of device memory in [0, 1)")
+    return share
+
+
+def _workspace_stretch_bytes(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 0
+    return int(torch.cuda.get_device_properties(device).total_memory * split_workspace_share())
+
+
+_LOGGED_PATHS: set = set()
+
+
+def _log_path_once(path: str, capacity: int, max_model_len: int, max_graph_tokens: int, device_type: str) -> None:
+    key = (path, capacity, max_model_len, max_graph_tokens, device_type)
+    if key in _LOGGED_PATHS:
+        return
+    _LOGGED_PATHS.add(key)
+    log = vosti_logger()
+    if path == "split":
+        log.info("vosti attention: split-KV path, up to %d tokens per launch (max_model_len %d)", capacity,
+                 max_model_len)
+    elif device_type == "cuda":    # on CPU the fused path is the intended one (SPLIT_WORKSPACE_BYTES)
+        log.warning("vosti attention: fused path for max_model_len %d: the split-KV workspace of a %d-token "
+                    "CUDA-graph step exceeds %.0f%% of device memory, so decode runs one program per query "
+                    "block and KV head (slow at long context); a smaller --max-model-len or "
+                    "--max-cudagraph-capture-size keeps the split path", max_model_len, max_graph_tokens,
+                    100 * split_workspace_share())
+
+
 class VostiAttentionImpl(_AttentionImpl):
     def __init__(
         self,
@@ -218,7 +263,9 @@ class VostiAttentionImpl(_AttentionImpl):
                 max_num_tokens=self.max_num_tokens, max_graph_tokens=self.max_graph_tokens,
                 max_model_len=self.max_model_len, page_size=page_size, segment=self._config.segment,
                 num_q_heads=self.num_heads, head_dim=self.head_size,
-                limit_bytes=SPLIT_WORKSPACE_BYTES.get(device.type, SPLIT_WORKSPACE_BYTES["cpu"]))
+                limit_bytes=SPLIT_WORKSPACE_BYTES.get(device.type, SPLIT_WORKSPACE_BYTES["cpu"]),
+                stretch_bytes=_workspace_stretch_bytes(device))
+            _log_path_once(self._path, self._capacity, self.max_model_len, self.max_graph_tokens, device.type)
         return self._config
 
     def _workspace(self, segments: int, device: torch.device):

@@ -7,7 +7,9 @@ import os
 # vosti-tall: vosti's defaults with the tall GEMM path on (VOSTI_TALL_GEMM=1) for launches of 512+ rows.
 # vosti-tma: vosti's defaults with tall launches through the TMA kernel (VOSTI_TMA_GEMM=1, the default).
 # vosti-pointer: tall launches through the pointer kernels (VOSTI_TMA_GEMM=0).
-MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "default", "bi")
+# vosti-nostretch: the split-KV workspace never grows past 2 GiB (VOSTI_SPLIT_WORKSPACE_SHARE=0), as before it could.
+MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
+         "default", "bi")
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
 
 
@@ -21,6 +23,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_TMA_GEMM"] = "1"
     if mode == "vosti-pointer":
         os.environ["VOSTI_TMA_GEMM"] = "0"
+    if mode == "vosti-nostretch":
+        os.environ["VOSTI_SPLIT_WORKSPACE_SHARE"] = "0"
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes
 
 
