@@ -42,6 +42,7 @@ def engine_args_apply_vosti(stock):
         if requested:
             compat.require_supported_vllm()
             selection.prepare_engine_args(self)
+            serve_text_tower(self)
         config = stock(self, *args, **kwargs)
         if requested or selection.selected_in_config(config):
             selection.activate(config)
@@ -50,6 +51,17 @@ def engine_args_apply_vosti(stock):
         return config
 
     return create_engine_config
+
+
+def serve_text_tower(engine_args) -> None:
+    """A multimodal checkpoint whose vLLM module cannot be imported here (Gemma-3 without torchvision) is
+    served as its text tower (vosti_plugin.vllm.text_tower); say so once, in vLLM's log."""
+    from vosti_plugin.launch.log import vosti_logger
+    from vosti_plugin.vllm.text_tower import text_tower_stand_in
+
+    stand_in = text_tower_stand_in(engine_args)
+    if stand_in is not None:
+        vosti_logger().warning("%s", stand_in.serve_note())
 
 
 def install() -> None:

@@ -6,7 +6,7 @@ from vllm.platforms import current_platform
 from vllm.utils.import_utils import resolve_obj_by_qualname
 
 from vosti_plugin.launch.autotuning import autotuned_kernels
-from vosti_plugin.vllm import compat
+from vosti_plugin.vllm import compat, text_tower
 from vosti_plugin.launch.facts import LaunchFacts
 
 
@@ -87,9 +87,16 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
     if getattr(hf, "use_sliding_window", True) is False:
         window = None
     autotuned = autotuned_kernels()
+    extra = {"autotuned_kernels": autotuned} if autotuned else {}
+    architecture = ",".join(getattr(mc.hf_config, "architectures", None) or [])
+    multimodal_inputs = _accepts_multimodal_inputs(mc)
+    stand_in = text_tower.stand_in_of(mc.hf_config)
+    if stand_in is not None:    # a multimodal checkpoint built as its text tower: judged as shipped
+        architecture, multimodal_inputs = stand_in.architecture, stand_in.multimodal_inputs
+        extra["text_tower"] = stand_in.note()
     return LaunchFacts(
         model=str(mc.model),
-        architecture=",".join(getattr(mc.hf_config, "architectures", None) or []),
+        architecture=architecture,
         dtype=_dtype_name(mc.dtype),
         head_size=mc.get_head_size(),
         num_q_heads=mc.get_num_attention_heads(pc),
@@ -119,7 +126,7 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
         collective_passes=compat.collective_passes(vllm_config),
         kv_transfer=vllm_config.kv_transfer_config is not None,
         quantization=mc.quantization,
-        multimodal_inputs=_accepts_multimodal_inputs(mc),
+        multimodal_inputs=multimodal_inputs,
         autotune=bool(autotuned),
-        extra={"autotuned_kernels": autotuned} if autotuned else {},
+        extra=extra,
     )

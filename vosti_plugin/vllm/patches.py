@@ -140,6 +140,14 @@ def inventory() -> list[Patch]:
 
 EXTENSIONS = (
     Extension("vllm.general_plugins entry point", "vosti_plugin:register (applies the `plugin` group)"),
+    Extension("ModelRegistry.register_model(name, 'module:Class')",
+              "`plugin` group: the text towers of multimodal checkpoints whose vLLM module cannot be imported "
+              "here (vosti_plugin.vllm.text_tower.TEXT_TOWER_MODELS: VostiGemma3TextTowerForCausalLM -> "
+              "vosti_plugin.vllm.text_tower_model.Gemma3TextTowerForCausalLM, Gemma3ForCausalLM loading the "
+              "Gemma3ForConditionalGeneration checkpoint's text weights, vision tower and projector skipped); "
+              "lazy (vLLM imports the class only for a config that names it, which only a vosti engine's "
+              "text-tower stand-in writes); undo() puts back what the registry held under each name (or "
+              "removes it)", private="ModelRegistry.models read and written to restore the previous entry"),
     Extension("register_backend(AttentionBackendEnum.CUSTOM, ...)",
               "CUSTOM -> vosti_plugin.attention.backend.VostiAttentionBackend; undo() restores the previous "
               "override (or none)", private="registry._ATTN_OVERRIDES read to tell whether CUSTOM is vosti"),
@@ -198,6 +206,7 @@ class _Applied:
 
 _applied: dict[str, list[_Applied]] = {g: [] for g in GROUPS}
 _custom_backend: dict[str, object] = {}
+_registered_models: dict[str, object] = {}   # architecture -> the registry's entry before (None: absent)
 
 
 def resolve_owner(owner: str):
@@ -235,6 +244,7 @@ def apply(group: str | None = None) -> None:
             targets = [(patch, owner) for patch in inventory() if patch.group == g for owner in owners(patch)]
             if g == "plugin":
                 _register_custom_backend()
+                _register_models()
             for patch, owner in targets:
                 _replace(patch, owner)
         except BaseException:
@@ -253,6 +263,7 @@ def undo(group: str | None = None) -> None:
             else:
                 setattr(entry.owner, entry.patch.attribute, entry.raw)
         if g == "plugin":
+            _restore_models()
             _restore_custom_backend()
 
 
@@ -291,6 +302,27 @@ def _restore_custom_backend() -> None:
         compat.clear_custom_backend()
     else:
         compat.register_custom_backend(before)
+
+
+def _register_models() -> None:
+    from vosti_plugin.vllm import text_tower
+
+    try:
+        _registered_models.update(text_tower.register_text_tower_models())
+    except (ImportError, AttributeError) as exc:   # a vLLM without this registry: text models are unaffected
+        from vosti_plugin.launch.log import vosti_logger
+
+        vosti_logger().warning("vosti: multimodal checkpoints' text towers are not registered (%s: %s)",
+                               type(exc).__name__, exc)
+
+
+def _restore_models() -> None:
+    if not _registered_models:
+        return
+    from vosti_plugin.vllm import text_tower
+
+    text_tower.unregister_text_tower_models(dict(_registered_models))
+    _registered_models.clear()
 
 
 # ---------------------------------------------------------------- printing

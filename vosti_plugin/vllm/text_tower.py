@@ -1,13 +1,26 @@
 """Multimodal checkpoints whose vLLM model module cannot be imported on this machine (Gemma-3 4B/12B/27B:
 `gemma3_mm` imports transformers' image processor, which needs torchvision, which the CPU set-up lacks).
-vLLM inspects the model class before any config exists, so the offline check would die there. Instead it
-builds the config of the text tower as the text model it is (Gemma3ForCausalLM over `text_config`): the
-same attention and matmul geometry the served text path launches. The multimodal part is judged from
-the launch arguments (the `multimodal-inputs` obligation)."""
+vLLM inspects the model class before any config exists, so the offline check and a vosti engine would die
+there. Instead both build the config of the text tower as the text model it is (Gemma3ForCausalLM over
+`text_config`): the same attention and matmul geometry the served text path launches. A vosti engine
+serves it through a registered subclass of that text model (TEXT_TOWER_MODELS, vosti_plugin.vllm.
+text_tower_model) that maps the checkpoint's multimodal weight names to the text model's and skips the
+vision tower and projector. The multimodal part is judged from the launch arguments (the
+`text-only-inputs` obligation): the shipped architecture and whether the launch would take images ride on
+the text config (MARKER), so every process's launch facts read them from the config it was given."""
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from dataclasses import dataclass
+
+# text architecture -> (the architecture name vosti registers, "module:Class" vLLM imports lazily)
+TEXT_TOWER_MODELS = {
+    "Gemma3ForCausalLM": ("VostiGemma3TextTowerForCausalLM",
+                          "vosti_plugin.vllm.text_tower_model:Gemma3TextTowerForCausalLM"),
+}
+# Attribute of the text config built in place of a multimodal one: a dict of the TextTowerStandIn fields.
+MARKER = "vosti_text_tower"
 
 
 @dataclass(frozen=True)
@@ -16,10 +29,51 @@ class TextTowerStandIn:
     checked_as: str             # the text architecture whose config was built, e.g. Gemma3ForCausalLM
     missing_module: str         # what the shipped architecture's vLLM module failed to import
     multimodal_inputs: bool     # whether `vllm serve` with these arguments would accept images
+    served_as: str = ""         # the registered architecture that loads the checkpoint's text weights, if any
 
     def note(self) -> str:
         return (f"{self.architecture}'s vLLM module needs {self.missing_module}, which is not installed here: "
                 f"its text tower was checked as {self.checked_as}")
+
+    def serve_note(self) -> str:
+        """What a vosti engine serving this checkpoint says once, when its config is built."""
+        served = (f"serving its text tower as {self.checked_as} ({self.served_as}: the text weights under the "
+                  "text model's names)") if self.served_as else \
+            f"its text tower is built as {self.checked_as}, but no vosti text-tower loader knows its weight names"
+        refused = ("image inputs are refused (launch obligation text-only-inputs: pass --language-model-only)"
+                   if self.multimodal_inputs else "the launch is text only (--language-model-only)")
+        return (f"vosti: the vision tower of {self.architecture} is not served: vLLM's module for it needs "
+                f"{self.missing_module}, which is not installed here; {served}; its vision tower and projector "
+                f"weights are skipped and {refused}")
+
+
+def register_text_tower_models(registry=None) -> dict:
+    """Register every TEXT_TOWER_MODELS architecture with vLLM's ModelRegistry (lazily: nothing is imported
+    until a config names it). Returns {architecture: what the registry held before, or None} for undo."""
+    if registry is None:
+        from vllm.model_executor.models.registry import ModelRegistry as registry
+    before = {}
+    for name, qualname in TEXT_TOWER_MODELS.values():
+        before[name] = registry.models.get(name)
+        registry.register_model(name, qualname)
+    return before
+
+
+def unregister_text_tower_models(before: dict, registry=None) -> None:
+    """Put back what register_text_tower_models found (an architecture absent before is removed again)."""
+    if registry is None:
+        from vllm.model_executor.models.registry import ModelRegistry as registry
+    for name, held in before.items():
+        if held is None:
+            registry.models.pop(name, None)
+        else:
+            registry.models[name] = held
+
+
+def stand_in_of(hf_config) -> TextTowerStandIn | None:
+    """The stand-in a config was built by (read from the text config vLLM holds), or None."""
+    marker = getattr(hf_config, MARKER, None)
+    return TextTowerStandIn(**marker) if isinstance(marker, dict) else None
 
 
 def _unimportable_module(architecture: str) -> str | None:
@@ -46,16 +100,23 @@ def _text_architecture(text_config) -> str | None:
     return arch
 
 
-def _as_text_model(architecture: str, user_overrides):
-    def override(config):
+@dataclass(frozen=True, eq=False)
+class _AsTextModel:
+    """engine_args.hf_overrides: the text config in place of the multimodal one (a module-level class, so a
+    ModelConfig holding it pickles into spawned engine processes)."""
+    architecture: str
+    marker: dict
+    user_overrides: object = None       # the user's own --hf-overrides (a dict), applied to the text config
+
+    def __call__(self, config):
         text = config.get_text_config()
-        if user_overrides and not callable(user_overrides):
-            text.update({k: v for k, v in user_overrides.items() if not isinstance(v, dict)})
-        text.architectures = [architecture]
+        if self.user_overrides and not callable(self.user_overrides):
+            text.update({k: v for k, v in self.user_overrides.items() if not isinstance(v, dict)})
+        text.architectures = [self.architecture]
         if getattr(text, "torch_dtype", None) is None and getattr(config, "torch_dtype", None) is not None:
             text.torch_dtype = config.torch_dtype
+        setattr(text, MARKER, dict(self.marker))
         return text
-    return override
 
 
 def text_tower_stand_in(engine_args) -> TextTowerStandIn | None:
@@ -76,6 +137,18 @@ def text_tower_stand_in(engine_args) -> TextTowerStandIn | None:
     checked_as = _text_architecture(text) if missing else None
     if checked_as is None:
         return None
-    engine_args.hf_overrides = _as_text_model(checked_as, engine_args.hf_overrides)
-    return TextTowerStandIn(archs[0], checked_as, missing,
-                            multimodal_inputs=not bool(getattr(engine_args, "language_model_only", False)))
+    served_as = _served_as(checked_as)
+    stand_in = TextTowerStandIn(archs[0], checked_as, missing,
+                                multimodal_inputs=not bool(getattr(engine_args, "language_model_only", False)),
+                                served_as=served_as or "")
+    engine_args.hf_overrides = _AsTextModel(served_as or checked_as, dataclasses.asdict(stand_in),
+                                            engine_args.hf_overrides)
+    return stand_in
+
+
+def _served_as(text_architecture: str) -> str | None:
+    """The registered text-tower architecture for this text architecture (None: none registered here)."""
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    name = TEXT_TOWER_MODELS.get(text_architecture, (None,))[0]
+    return name if name in ModelRegistry.models else None
