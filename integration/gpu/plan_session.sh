@@ -9,7 +9,8 @@
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
-# attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it), bench-attn, startup and
+# attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it), bench-attn, bench-long
+# (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), startup and
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary").
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
@@ -121,6 +122,10 @@ for step in $STEPS; do
     bench-attn)   # prefill/decode after an attention change: vosti vs stock default at 1K/8K/16K, batch 4 (#20)
       env OUT="$R/bench-attn" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192,16384 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-attn.log" 2>&1; log "bench-attn done" ;;
+    bench-long)   # Llama-3.1-8B at its default max_model_len (128K): vosti, vosti before the workspace stretch, default (#20)
+      env OUT="$R/bench-long" MODEL=llama31-8b BENCH_MODES="vosti vosti-nostretch default" CONTEXTS=1024,8192 \
+        BATCHES=1,4,16 DECODE=128 REPEATS=2 BENCH_ARGS="--max-model-len 131072" MODE_TIMEOUT=300 \
+        bash integration/gpu/session.sh bench > "$R/bench-long.log" 2>&1; log "bench-long done" ;;
     startup)   # startup of vosti and stock default, cold (fresh Triton and vLLM compile caches) then warm (#20)
       mkdir -p "$R/startup"
       for m in vosti default; do

@@ -61,6 +61,8 @@ _ATTENTION_TENSORS = {
     "block_table_ptr": tensor(("S", "MB"), ("stride_bt", 1), "int32"),
     "seq_lens_ptr": tensor(("S",), (1,), "int32"),
     "query_start_loc_ptr": tensor(("S1",), (1,), "int32"),
+    # an upper bound on every seq_lens entry of the launch (the step's longest sequence), on the device
+    "max_seq_len_ptr": tensor(("ONE",), (1,), "int32"),
     "out_ptr": tensor(("T", "HQ", "HEAD_DIM"), ("stride_ot", "stride_oh", 1)),
     # the split path's fp32 workspace, indexed (token * num_q_heads + head) * num_segments + segment
     "part_m_ptr": tensor(("T", "HQ", "NSEG"), ("num_q_heads*num_segments", "num_segments", 1)),
@@ -101,7 +103,9 @@ _KV_EQUAL = tuple(
 _V_FINITE = tuple(f"forall(j, 0 <= j < {S}.seq_lens_ptr[{s}], finite({S}.v_ptr[{S}.block_table_ptr[{s}, j // PAGE_SIZE], "
                   f"j % PAGE_SIZE, :, :]))" for S, s in (("L", "sL"), ("R", "sR")))
 _SAME_ROW = ("num_q_heads", "HQ", "HKV", "scale", "soft_cap", "window")
-_ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p >= 0") + _ROWS_AT_P + _V_FINITE
+_MAX_SEQ_LEN_BOUNDS = tuple(f"{S}.seq_lens_ptr[{s}] <= {S}.max_seq_len_ptr[0]" for S, s in (("L", "sL"), ("R", "sR")))
+_ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p >= 0") + _ROWS_AT_P + _V_FINITE \
+    + _MAX_SEQ_LEN_BOUNDS
 # the program and lane that own row {r} (coverage hint, checked): query block, KV head, row in the tile
 _WRITER = {"pid0": "{S}.query_start_loc_ptr[{s}] // BLOCK_Q + {s} + ({r} - {S}.query_start_loc_ptr[{s}]) // BLOCK_Q",
            "pid1": "{h} // QUERIES_PER_KV",
@@ -142,6 +146,7 @@ def _paged_attention_segments_kernel(
     block_table_ptr,
     seq_lens_ptr,
     query_start_loc_ptr,
+    max_seq_len_ptr,
     out_ptr,
     part_m_ptr,
     part_l_ptr,
@@ -180,6 +185,11 @@ def _paged_attention_segments_kernel(
 ):
     q_block = tl.program_id(0)
     kv_head = tl.program_id(1)
+    if not FUSED:
+        # The grid has a segment for every position up to max_model_len; one that starts past the step's
+        # longest sequence holds no key of any row: exit before the sequence lookup.
+        if tl.program_id(2) * SEGMENT >= tl.load(max_seq_len_ptr):
+            return
 
     # Sequence s owns query blocks [query_start_loc[s] // BLOCK_Q + s, ...): count the owners that start
     # at or before this block. Blocks falling in the gaps between sequences exit below.
@@ -404,6 +414,13 @@ def num_kv_segments(block_table: torch.Tensor, page_size: int, segment: int, max
     return max(1, triton.cdiv(max_kv, segment))
 
 
+def step_max_seq_len(seq_lens: torch.Tensor) -> torch.Tensor:
+    """The longest sequence of a step as a one-element int32 tensor on the device (no host sync)."""
+    if seq_lens.numel() == 0:
+        return torch.zeros(1, dtype=torch.int32, device=seq_lens.device)
+    return seq_lens.max().reshape(1).to(torch.int32)
+
+
 def split_workspace_numel(num_tokens: int, num_q_heads: int, head_dim: int, num_segments: int) -> int:
     """fp32 elements the split path needs: m and l per (row, segment) plus acc per (row, segment, dim)."""
     return num_tokens * num_q_heads * num_segments * (head_dim + 2)
@@ -455,6 +472,7 @@ def paged_attention(
     max_seqlen_k: int | None = None,
     workspace: torch.Tensor | None = None,
     path: LaunchPath = "split",
+    max_seq_len: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Causal attention of every query row over its sequence's paged K/V; writes `out` and returns it.
 
@@ -469,6 +487,9 @@ def paged_attention(
     used to size the segment grid. workspace: optional flat fp32 tensor of at least
     `split_workspace_numel(...)` elements for the split path. path: "split" or "fused", chosen once per
     deployment by `sub_launch.deployment_path` (both give the same bits; the verifier proves each path separately).
+    max_seq_len: optional one-element int32 tensor on q's device holding a bound >= every seq_lens entry (a
+    step's longest sequence, reduced once per step and shared by its layers); reduced from seq_lens if None.
+    Split programs of segments past it exit first.
     """
     _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config)
     num_tokens, num_q_heads, head_dim = q.shape
@@ -496,6 +517,11 @@ def paged_attention(
         part_l = workspace[rows : 2 * rows]
         part_acc = workspace[2 * rows : needed]
 
+    if max_seq_len is None:
+        max_seq_len = step_max_seq_len(seq_lens)
+    elif max_seq_len.shape != (1,) or max_seq_len.dtype != torch.int32 or max_seq_len.device != seq_lens.device:
+        raise ValueError(f"max_seq_len must be a one-element int32 tensor on {seq_lens.device}; got "
+                         f"{tuple(max_seq_len.shape)} {max_seq_len.dtype} on {max_seq_len.device}")
     grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else num_segments)
     guard.check(_paged_attention_segments_kernel, grid, HEAD_DIM=head_dim,
                 HEAD_DIM_PAD=next_power_of_two(head_dim), PAGE_SIZE=page_size, QUERIES_PER_KV=config.queries_per_kv,
@@ -504,7 +530,7 @@ def paged_attention(
                 USE_SOFT_CAP=use_soft_cap, FUSED=fused,
                 DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
     _paged_attention_segments_kernel[grid](
-        q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, part_m, part_l, part_acc,
+        q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l, part_acc,
         num_seqs, num_q_heads, num_segments,
         float(scale) * LOG2E, float(soft_cap) * LOG2E if use_soft_cap else 1.0, int(sliding_window) if use_window else 0,
         q.stride(0), q.stride(1),

@@ -26,6 +26,7 @@ from vosti_plugin.attention.paged_attention import (  # noqa: E402
     num_kv_segments,
     paged_attention,
     split_workspace_numel,
+    step_max_seq_len,
 )
 from vosti_plugin.attention.sub_launch import deployment_path, run_in_launches  # noqa: E402
 from vosti_plugin.launch.log import vosti_logger  # noqa: E402
@@ -68,6 +69,9 @@ class VostiAttentionMetadata:
     max_model_len: int
     # Host copy of query_start_loc: plans a step too large for one split launch (eager steps only).
     query_start_loc_cpu: torch.Tensor | None = None
+    # The step's longest sequence on the device, reduced by the first layer of an eager step and shared by
+    # the others (inside a CUDA graph every layer reduces its own: a graph must not read an eager tensor).
+    max_seq_len_device: torch.Tensor | None = None
 
 
 class VostiAttentionMetadataBuilder(_AttentionMetadataBuilder[VostiAttentionMetadata]):
@@ -170,6 +174,16 @@ def _workspace_stretch_bytes(device: torch.device) -> int:
     if device.type != "cuda":
         return 0
     return int(torch.cuda.get_device_properties(device).total_memory * split_workspace_share())
+
+
+def _step_max_seq_len(attn_metadata: VostiAttentionMetadata) -> torch.Tensor:
+    """A bound on every seq_lens entry of the step (sub-launches trim seq_lens, never extend them)."""
+    seq_lens = attn_metadata.seq_lens
+    if seq_lens.is_cuda and torch.cuda.is_current_stream_capturing():
+        return step_max_seq_len(seq_lens)
+    if attn_metadata.max_seq_len_device is None:
+        attn_metadata.max_seq_len_device = step_max_seq_len(seq_lens)
+    return attn_metadata.max_seq_len_device
 
 
 _LOGGED_PATHS: set = set()
@@ -325,10 +339,13 @@ class VostiAttentionImpl(_AttentionImpl):
             segments = num_kv_segments(attn_metadata.block_table, page_size, config.segment, self.max_model_len)
             workspace = self._workspace(segments, query.device)
 
+        max_seq_len = _step_max_seq_len(attn_metadata)
+
         def launch(q, out, block_table, seq_lens, query_start_loc):
             paged_attention(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, scale=self.scale,
                             config=config, sliding_window=self.sliding_window, soft_cap=self.logits_soft_cap,
-                            max_seqlen_k=attn_metadata.max_model_len, workspace=workspace, path=self._path)
+                            max_seqlen_k=attn_metadata.max_model_len, workspace=workspace, path=self._path,
+                            max_seq_len=max_seq_len)
 
         if self._path == "split" and n > self._capacity:
             if attn_metadata.query_start_loc_cpu is None:
