@@ -9,7 +9,7 @@
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
-# attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it), bench-attn, bench-long
+# attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which), bench-attn, bench-long
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), startup and
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary").
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
@@ -118,6 +118,7 @@ for step in $STEPS; do
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-tma.log" 2>&1; log "bench-tma done" ;;
     attention-variants)   # paged-attention kernel variants: bits against the shipped kernel, chunked prefill and decode (#20)
       timeout 300 python3 integration/gpu/attention_variants.py ${PREV_ATTENTION:+--previous "$PREV_ATTENTION"} \
+        ${ATTN_VARIANTS:+--variants "$ATTN_VARIANTS"} \
         --out "$R/attention-variants.json" > "$R/attention-variants.log" 2>&1; log "attention-variants rc=$?" ;;
     bench-attn)   # prefill/decode after an attention change: vosti vs stock default at 1K/8K/16K, batch 4 (#20)
       env OUT="$R/bench-attn" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192,16384 BATCHES=4 \
