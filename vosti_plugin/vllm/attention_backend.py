@@ -176,10 +176,29 @@ def _workspace_stretch_bytes(device: torch.device) -> int:
     return int(torch.cuda.get_device_properties(device).total_memory * split_workspace_share())
 
 
-def _step_max_seq_len(attn_metadata: VostiAttentionMetadata) -> torch.Tensor:
+# Below this many segments on the grid, the dead programs past a step's longest sequence cost less than the
+# reduction that lets them exit first (2 us per layer inside a CUDA graph; H200, Llama-3.1-8B,
+# integration/results/h200-s13/): such grids pass a bound every sequence is under, and nothing exits.
+DEAD_SEGMENT_EXIT_MIN_SEGMENTS = 32
+_NO_BOUND: dict = {}
+
+
+def _make_no_bound(device: torch.device) -> None:
+    if device not in _NO_BOUND:
+        _NO_BOUND[device] = torch.full((1,), 2**31 - 1, dtype=torch.int32, device=device)
+
+
+def _step_max_seq_len(attn_metadata: VostiAttentionMetadata, segments: int) -> torch.Tensor:
     """A bound on every seq_lens entry of the step (sub-launches trim seq_lens, never extend them)."""
     seq_lens = attn_metadata.seq_lens
-    if seq_lens.is_cuda and torch.cuda.is_current_stream_capturing():
+    capturing = seq_lens.is_cuda and torch.cuda.is_current_stream_capturing()
+    if segments < DEAD_SEGMENT_EXIT_MIN_SEGMENTS:
+        # made outside any graph capture (a tensor filled during capture holds nothing until a replay)
+        if not capturing:
+            _make_no_bound(seq_lens.device)
+        if seq_lens.device in _NO_BOUND:
+            return _NO_BOUND[seq_lens.device]
+    if capturing:
         return step_max_seq_len(seq_lens)
     if attn_metadata.max_seq_len_device is None:
         attn_metadata.max_seq_len_device = step_max_seq_len(seq_lens)
@@ -298,6 +317,7 @@ class VostiAttentionImpl(_AttentionImpl):
         if not page_size:
             return
         self._launch_config(page_size, dtype, device)
+        _make_no_bound(device)
         if self._path == "split":
             pages = -(-self.max_model_len // page_size)
             self._workspace(-(-(pages * page_size) // self._config.segment), device)
@@ -335,11 +355,11 @@ class VostiAttentionImpl(_AttentionImpl):
         page_size = kv_cache.shape[2]
         config = self._launch_config(page_size, query.dtype, query.device)
         workspace = None
+        segments = num_kv_segments(attn_metadata.block_table, page_size, config.segment, self.max_model_len)
         if self._path == "split":
-            segments = num_kv_segments(attn_metadata.block_table, page_size, config.segment, self.max_model_len)
             workspace = self._workspace(segments, query.device)
 
-        max_seq_len = _step_max_seq_len(attn_metadata)
+        max_seq_len = _step_max_seq_len(attn_metadata, segments)
 
         def launch(q, out, block_table, seq_lens, query_start_loc):
             paged_attention(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, scale=self.scale,

@@ -1,0 +1,72 @@
+"""Inside real vLLM (CPU), split path with a segment grid for a max_model_len far past the prompts: the
+programs of segments past a step's longest sequence exit first (the step's bound is reduced on the device
+and handed to every layer), and a request's raw logits are bitwise the same alone and batched, equal to
+the same engine's with no bound (nothing exits), and match an independent reference forward."""
+import gc
+
+import pytest
+import torch
+
+from vosti_plugin.attention import backend as vosti_backend
+
+pytestmark = pytest.mark.vllm
+
+PROMPTS = ([(i * 37 + 11) % 500 + 3 for i in range(61)], [(i * 53 + 5) % 500 + 3 for i in range(45)])
+MAX_MODEL_LEN = 1536          # three 512-position segments: the prompts live in the first
+
+
+def _raw_logits(llm, prompts):
+    from vllm import SamplingParams
+
+    params = SamplingParams(max_tokens=3, temperature=0.0, logprobs=-1, ignore_eos=True)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    return [[tuple(sorted((t, float(lp.logprob).hex()) for t, lp in step.items())) for step in o.outputs[0].logprobs]
+            for o in outs]
+
+
+def _run(tiny_model_path, min_segments, monkeypatch):
+    """(logits alone, logits batched, the max_seq_len bounds the layers were given, (path, segments))."""
+    from vosti_plugin.integration.engine_presets import build_llm
+
+    monkeypatch.setitem(vosti_backend.SPLIT_WORKSPACE_BYTES, "cpu", 1 << 26)
+    monkeypatch.setattr(vosti_backend, "_WORKSPACES", {})
+    monkeypatch.setattr(vosti_backend, "DEAD_SEGMENT_EXIT_MIN_SEGMENTS", min_segments)
+    bounds = []
+    shipped = vosti_backend.paged_attention
+
+    def spy(*args, **kwargs):
+        bounds.append(int(kwargs["max_seq_len"][0]))
+        return shipped(*args, **kwargs)
+
+    monkeypatch.setattr(vosti_backend, "paged_attention", spy)
+    llm = build_llm(tiny_model_path, skip_tokenizer_init=True, max_num_batched_tokens=128,
+                    max_model_len=MAX_MODEL_LEN, enforce_eager=True, max_logprobs=-1)
+    try:
+        alone = [_raw_logits(llm, [p])[0] for p in PROMPTS]
+        together = _raw_logits(llm, list(PROMPTS))
+        paths = set(sum(llm.apply_model(lambda m: [m_.impl._path for m_ in m.modules() if hasattr(m_, "impl")]), []))
+    finally:
+        del llm
+        gc.collect()
+    return alone, together, bounds, paths
+
+
+def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model_path, monkeypatch):
+    alone, together, bounds, paths = _run(tiny_model_path, 1, monkeypatch)
+    assert paths == {"split"}
+    assert together == alone
+    longest = max(len(p) for p in PROMPTS) + 3
+    assert bounds and max(bounds) <= longest < 512, "the layers were not given the step's longest sequence"
+
+    no_bound_alone, _, no_bounds, _ = _run(tiny_model_path, 10**6, monkeypatch)
+    assert set(no_bounds) == {2**31 - 1}
+    assert no_bound_alone == alone
+
+    from transformers import LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(tiny_model_path, torch_dtype=torch.float32).eval()
+    with torch.no_grad():
+        reference = model(torch.tensor([PROMPTS[0]])).logits[0, -1].double()
+    first_step = dict((t, float.fromhex(h)) for t, h in alone[0][0])
+    ours = torch.tensor([first_step[t] for t in range(reference.shape[0])], dtype=torch.float64)
+    assert torch.allclose(ours, reference, atol=2e-4, rtol=0)
