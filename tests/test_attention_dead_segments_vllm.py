@@ -5,9 +5,10 @@ the same engine's with no bound (nothing exits), and match an independent refere
 import gc
 
 import pytest
-import torch
 
 from vosti_plugin.attention import backend as vosti_backend
+
+from tests.reference_forward import assert_first_step_matches_reference
 
 pytestmark = pytest.mark.vllm
 
@@ -24,13 +25,11 @@ def _raw_logits(llm, prompts):
             for o in outs]
 
 
-def _run(tiny_model_path, min_segments, monkeypatch):
-    """(logits alone, logits batched, the max_seq_len bounds the layers were given, (path, segments))."""
+def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model_path, monkeypatch):
     from vosti_plugin.integration.engine_presets import build_llm
 
     monkeypatch.setitem(vosti_backend.SPLIT_WORKSPACE_BYTES, "cpu", 1 << 26)
     monkeypatch.setattr(vosti_backend, "_WORKSPACES", {})
-    monkeypatch.setattr(vosti_backend, "DEAD_SEGMENT_EXIT_MIN_SEGMENTS", min_segments)
     bounds = []
     shipped = vosti_backend.paged_attention
 
@@ -42,31 +41,21 @@ def _run(tiny_model_path, min_segments, monkeypatch):
     llm = build_llm(tiny_model_path, skip_tokenizer_init=True, max_num_batched_tokens=128,
                     max_model_len=MAX_MODEL_LEN, enforce_eager=True, max_logprobs=-1)
     try:
+        monkeypatch.setattr(vosti_backend, "DEAD_SEGMENT_EXIT_MIN_SEGMENTS", 1)      # the in-process engine reads it
         alone = [_raw_logits(llm, [p])[0] for p in PROMPTS]
         together = _raw_logits(llm, list(PROMPTS))
+        exit_bounds, bounds[:] = list(bounds), []
+        monkeypatch.setattr(vosti_backend, "DEAD_SEGMENT_EXIT_MIN_SEGMENTS", 10**6)
+        no_bound_alone = [_raw_logits(llm, [p])[0] for p in PROMPTS]
         paths = set(sum(llm.apply_model(lambda m: [m_.impl._path for m_ in m.modules() if hasattr(m_, "impl")]), []))
     finally:
         del llm
         gc.collect()
-    return alone, together, bounds, paths
-
-
-def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model_path, monkeypatch):
-    alone, together, bounds, paths = _run(tiny_model_path, 1, monkeypatch)
     assert paths == {"split"}
     assert together == alone
     longest = max(len(p) for p in PROMPTS) + 3
-    assert bounds and max(bounds) <= longest < 512, "the layers were not given the step's longest sequence"
-
-    no_bound_alone, _, no_bounds, _ = _run(tiny_model_path, 10**6, monkeypatch)
-    assert set(no_bounds) == {2**31 - 1}
+    assert exit_bounds and max(exit_bounds) <= longest < 512, "the layers were not given the step's longest sequence"
+    assert set(bounds) == {2**31 - 1}
     assert no_bound_alone == alone
 
-    from transformers import LlamaForCausalLM
-
-    model = LlamaForCausalLM.from_pretrained(tiny_model_path, torch_dtype=torch.float32).eval()
-    with torch.no_grad():
-        reference = model(torch.tensor([PROMPTS[0]])).logits[0, -1].double()
-    first_step = dict((t, float.fromhex(h)) for t, h in alone[0][0])
-    ours = torch.tensor([first_step[t] for t in range(reference.shape[0])], dtype=torch.float64)
-    assert torch.allclose(ours, reference, atol=2e-4, rtol=0)
+    assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])

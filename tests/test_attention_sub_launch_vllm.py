@@ -4,10 +4,11 @@ independent reference forward."""
 import gc
 
 import pytest
-import torch
 
 from vosti_plugin import forward_counters
 from vosti_plugin.attention import backend as vosti_backend
+
+from tests.reference_forward import assert_first_step_matches_reference
 
 pytestmark = pytest.mark.vllm
 
@@ -56,11 +57,4 @@ def test_step_split_into_launches_keeps_logits_bitwise_and_correct(small_workspa
     together = _raw_logits(small_workspace_llm, list(PROMPTS))
     assert together == alone
 
-    from transformers import LlamaForCausalLM
-
-    model = LlamaForCausalLM.from_pretrained(tiny_model_path, torch_dtype=torch.float32).eval()
-    with torch.no_grad():
-        reference = model(torch.tensor([PROMPTS[0]])).logits[0, -1].double()
-    first_step = dict((t, float.fromhex(h)) for t, h in alone[0][0])
-    ours = torch.tensor([first_step[t] for t in range(reference.shape[0])], dtype=torch.float64)
-    assert torch.allclose(ours, reference, atol=2e-4, rtol=0)
+    assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])
