@@ -1,7 +1,8 @@
 """Inside real vLLM (CPU), split path with a segment grid for a max_model_len far past the prompts: the
 programs of segments past a step's longest sequence exit first (the step's bound is reduced on the device
 and handed to every layer), and a request's raw logits are bitwise the same alone and batched, equal to
-the same engine's with no bound (nothing exits), and match an independent reference forward."""
+the same engine's with no bound (nothing exits) and with eager steps' grids sized from the step
+(VOSTI_EAGER_STEP_GRID), and match an independent reference forward."""
 import gc
 
 import pytest
@@ -30,11 +31,12 @@ def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model
 
     monkeypatch.setitem(vosti_backend.SPLIT_WORKSPACE_BYTES, "cpu", 1 << 26)
     monkeypatch.setattr(vosti_backend, "_WORKSPACES", {})
-    bounds = []
+    bounds, grids = [], []
     shipped = vosti_backend.paged_attention
 
     def spy(*args, **kwargs):
         bounds.append(int(kwargs["max_seq_len"][0]))
+        grids.append(kwargs["max_seqlen_k"])
         return shipped(*args, **kwargs)
 
     monkeypatch.setattr(vosti_backend, "paged_attention", spy)
@@ -47,6 +49,10 @@ def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model
         exit_bounds, bounds[:] = list(bounds), []
         monkeypatch.setattr(vosti_backend, "DEAD_SEGMENT_EXIT_MIN_SEGMENTS", 10**6)
         no_bound_alone = [_raw_logits(llm, [p])[0] for p in PROMPTS]
+        max_grids, grids[:] = set(grids), []
+        monkeypatch.setattr(vosti_backend, "EAGER_STEP_GRID", True)     # eager steps: grid from the step
+        step_grid_alone = [_raw_logits(llm, [p])[0] for p in PROMPTS]
+        step_grid_together = _raw_logits(llm, list(PROMPTS))
         paths = set(sum(llm.apply_model(lambda m: [m_.impl._path for m_ in m.modules() if hasattr(m_, "impl")]), []))
     finally:
         del llm
@@ -55,7 +61,10 @@ def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model
     assert together == alone
     longest = max(len(p) for p in PROMPTS) + 3
     assert exit_bounds and max(exit_bounds) <= longest < 512, "the layers were not given the step's longest sequence"
-    assert set(bounds) == {2**31 - 1}
     assert no_bound_alone == alone
+    assert max_grids == {MAX_MODEL_LEN}
+    assert grids and max(grids) <= longest, "eager steps did not size the grid from the step's longest sequence"
+    assert step_grid_alone == alone and step_grid_together == alone
+    assert set(bounds) == {2**31 - 1}
 
     assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])

@@ -9,7 +9,8 @@ from vosti_plugin.integration.harness import engine as harness_engine
 
 @pytest.mark.parametrize("mode", bench_modes.MODES)
 def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
-    for name in ("VOSTI_TALL_GEMM", "VOSTI_TMA_GEMM", "VLLM_BATCH_INVARIANT", "VOSTI_SPLIT_WORKSPACE_SHARE"):   # set first so monkeypatch restores the original
+    for name in ("VOSTI_TALL_GEMM", "VOSTI_TMA_GEMM", "VLLM_BATCH_INVARIANT", "VOSTI_SPLIT_WORKSPACE_SHARE",
+                 "VOSTI_EAGER_STEP_GRID"):   # set first so monkeypatch restores the original
         monkeypatch.setenv(name, "0")
         monkeypatch.delenv(name)
     bench_modes.prepare_environment(mode)
@@ -17,6 +18,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     assert (os.environ.get("VLLM_BATCH_INVARIANT") == "1") == (mode == "bi")
     assert os.environ.get("VOSTI_TMA_GEMM") == {"vosti-tma": "1", "vosti-pointer": "0"}.get(mode)
     assert os.environ.get("VOSTI_SPLIT_WORKSPACE_SHARE") == ("0" if mode == "vosti-nostretch" else None)
+    assert os.environ.get("VOSTI_EAGER_STEP_GRID") == ("1" if mode == "vosti-step-grid" else None)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 

@@ -10,7 +10,8 @@
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which), bench-attn, bench-long
-# (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), startup and
+# (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
+# (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary").
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
@@ -127,6 +128,14 @@ for step in $STEPS; do
       env OUT="$R/bench-long" MODEL=llama31-8b BENCH_MODES="vosti vosti-nostretch default" CONTEXTS=1024,8192 \
         BATCHES=1,4,16 DECODE=128 REPEATS=2 BENCH_ARGS="--max-model-len 131072" MODE_TIMEOUT=300 \
         bash integration/gpu/session.sh bench > "$R/bench-long.log" 2>&1; log "bench-long done" ;;
+    harness-step-grid)   # the four classes with eager steps' attention grid from the step (VOSTI_EAGER_STEP_GRID=1) (#20)
+      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-step-grid,default --per-gpu 4 \
+        --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-step-grid" > "$R/harness-step-grid.log" 2>&1
+      log "harness-step-grid rc=$?" ;;
+    bench-step-grid)   # prefill/decode at 128K max_model_len: vosti vs vosti-step-grid vs default (#20)
+      env OUT="$R/bench-step-grid" MODEL=llama31-8b BENCH_MODES="vosti vosti-step-grid default" CONTEXTS=1024,8192 \
+        BATCHES=4,16 DECODE=128 REPEATS=2 BENCH_ARGS="--max-model-len 131072" MODE_TIMEOUT=300 \
+        bash integration/gpu/session.sh bench > "$R/bench-step-grid.log" 2>&1; log "bench-step-grid done" ;;
     startup)   # startup of vosti and stock default, cold (fresh Triton and vLLM compile caches) then warm (#20)
       mkdir -p "$R/startup"
       for m in vosti default; do

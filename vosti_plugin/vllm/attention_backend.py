@@ -180,6 +180,11 @@ def _workspace_stretch_bytes(device: torch.device) -> int:
 # reduction that lets them exit first (2 us per layer inside a CUDA graph; H200, Llama-3.1-8B,
 # integration/results/h200-s13/): such grids pass a bound every sequence is under, and nothing exits.
 DEAD_SEGMENT_EXIT_MIN_SEGMENTS = 32
+# VOSTI_EAGER_STEP_GRID=1: a step outside CUDA-graph capture (prefill, mixed, eager) sizes its segment grid
+# from the step's longest sequence (vLLM's host max_seq_len, the bound its FlashAttention backend takes as
+# max_seqlen_k) instead of max_model_len, and so fits more tokens in one split launch. The contract covers
+# any grid past a row's last segment; off by default until the four classes ran with it on the H200.
+EAGER_STEP_GRID: bool | None = None      # read from the environment at the first step of the process
 _NO_BOUND: dict = {}
 
 
@@ -322,6 +327,18 @@ class VostiAttentionImpl(_AttentionImpl):
             pages = -(-self.max_model_len // page_size)
             self._workspace(-(-(pages * page_size) // self._config.segment), device)
 
+    def _grid_bound(self, attn_metadata: VostiAttentionMetadata, query: torch.Tensor) -> int:
+        """The KV length the segment grid covers: max_model_len (what any CUDA-graph replay may need), or
+        with EAGER_STEP_GRID outside capture the step's longest sequence."""
+        global EAGER_STEP_GRID
+        if EAGER_STEP_GRID is None:
+            EAGER_STEP_GRID = os.environ.get("VOSTI_EAGER_STEP_GRID", "0") == "1"
+        if not EAGER_STEP_GRID or attn_metadata.max_seq_len < 1:
+            return self.max_model_len
+        if query.is_cuda and torch.cuda.is_current_stream_capturing():
+            return self.max_model_len
+        return min(self.max_model_len, attn_metadata.max_seq_len)
+
     def do_kv_cache_update(self, layer, key, value, kv_cache, slot_mapping) -> None:
         if self.kv_sharing_target_layer_name is not None:
             return
@@ -355,23 +372,28 @@ class VostiAttentionImpl(_AttentionImpl):
         page_size = kv_cache.shape[2]
         config = self._launch_config(page_size, query.dtype, query.device)
         workspace = None
-        segments = num_kv_segments(attn_metadata.block_table, page_size, config.segment, self.max_model_len)
+        capacity = self._capacity
+        bound = self._grid_bound(attn_metadata, query)
+        segments = num_kv_segments(attn_metadata.block_table, page_size, config.segment, bound)
         if self._path == "split":
-            workspace = self._workspace(segments, query.device)
+            full = num_kv_segments(attn_metadata.block_table, page_size, config.segment, self.max_model_len)
+            workspace = self._workspace(full, query.device)
+            # the same budget holds more tokens of a step whose grid is smaller
+            capacity = (split_workspace_numel(self._capacity, self.num_heads, self.head_size, full)
+                        // split_workspace_numel(1, self.num_heads, self.head_size, segments))
 
         max_seq_len = _step_max_seq_len(attn_metadata, segments)
 
         def launch(q, out, block_table, seq_lens, query_start_loc):
             paged_attention(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, scale=self.scale,
                             config=config, sliding_window=self.sliding_window, soft_cap=self.logits_soft_cap,
-                            max_seqlen_k=attn_metadata.max_model_len, workspace=workspace, path=self._path,
-                            max_seq_len=max_seq_len)
+                            max_seqlen_k=bound, workspace=workspace, path=self._path, max_seq_len=max_seq_len)
 
-        if self._path == "split" and n > self._capacity:
+        if self._path == "split" and n > capacity:
             if attn_metadata.query_start_loc_cpu is None:
                 raise RuntimeError("vosti: a step larger than the split workspace needs query_start_loc_cpu")
             run_in_launches(launch, q, out, attn_metadata.block_table, attn_metadata.seq_lens,
-                            attn_metadata.query_start_loc_cpu.tolist(), self._capacity)
+                            attn_metadata.query_start_loc_cpu.tolist(), capacity)
             if forward_counters.counts is not None:
                 forward_counters.counts["attention_in_launches"] += 1
         else:

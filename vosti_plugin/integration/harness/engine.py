@@ -37,6 +37,8 @@ MODES: dict[str, Mode] = {
                         engine={"async_scheduling": True}),
     "vosti-tall": Mode("vosti-tall", "vLLM + vosti, tall GEMM path", vosti=True, gpu_only=True,
                        env={"VOSTI_TALL_GEMM": "1"}),
+    "vosti-step-grid": Mode("vosti-step-grid", "vLLM + vosti, eager steps' grid from the step", vosti=True,
+                            env={"VOSTI_EAGER_STEP_GRID": "1"}),
     "default": Mode("default", "vLLM default"),
     # tensor parallel size 2: on CPU two worker processes over gloo/shm (vosti: all-gather + rank-order sum)
     "vosti-tp2": Mode("vosti-tp2", "vLLM + vosti, TP 2", vosti=True, engine=dict(_TP2)),
