@@ -9,21 +9,12 @@ import pytest
 
 from vosti_plugin.attention import backend as vosti_backend
 
-from tests.reference_forward import assert_first_step_matches_reference
+from tests.reference_forward import assert_first_step_matches_reference, raw_logits
 
 pytestmark = pytest.mark.vllm
 
 PROMPTS = ([(i * 37 + 11) % 500 + 3 for i in range(61)], [(i * 53 + 5) % 500 + 3 for i in range(45)])
 MAX_MODEL_LEN = 1536          # three 512-position segments: the prompts live in the first
-
-
-def _raw_logits(llm, prompts):
-    from vllm import SamplingParams
-
-    params = SamplingParams(max_tokens=3, temperature=0.0, logprobs=-1, ignore_eos=True)
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
-    return [[tuple(sorted((t, float(lp.logprob).hex()) for t, lp in step.items())) for step in o.outputs[0].logprobs]
-            for o in outs]
 
 
 def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model_path, monkeypatch):
@@ -44,15 +35,15 @@ def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model
                     max_model_len=MAX_MODEL_LEN, enforce_eager=True, max_logprobs=-1)
     try:
         monkeypatch.setattr(vosti_backend, "DEAD_SEGMENT_EXIT_MIN_SEGMENTS", 1)      # the in-process engine reads it
-        alone = [_raw_logits(llm, [p])[0] for p in PROMPTS]
-        together = _raw_logits(llm, list(PROMPTS))
+        alone = [raw_logits(llm, [p])[0] for p in PROMPTS]
+        together = raw_logits(llm, list(PROMPTS))
         exit_bounds, bounds[:] = list(bounds), []
         monkeypatch.setattr(vosti_backend, "DEAD_SEGMENT_EXIT_MIN_SEGMENTS", 10**6)
-        no_bound_alone = [_raw_logits(llm, [p])[0] for p in PROMPTS]
+        no_bound_alone = [raw_logits(llm, [p])[0] for p in PROMPTS]
         max_grids, grids[:] = set(grids), []
         monkeypatch.setattr(vosti_backend, "EAGER_STEP_GRID", True)     # eager steps: grid from the step
-        step_grid_alone = [_raw_logits(llm, [p])[0] for p in PROMPTS]
-        step_grid_together = _raw_logits(llm, list(PROMPTS))
+        step_grid_alone = [raw_logits(llm, [p])[0] for p in PROMPTS]
+        step_grid_together = raw_logits(llm, list(PROMPTS))
         paths = set(sum(llm.apply_model(lambda m: [m_.impl._path for m_ in m.modules() if hasattr(m_, "impl")]), []))
     finally:
         del llm

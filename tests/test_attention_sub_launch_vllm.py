@@ -8,7 +8,7 @@ import pytest
 from vosti_plugin import forward_counters
 from vosti_plugin.attention import backend as vosti_backend
 
-from tests.reference_forward import assert_first_step_matches_reference
+from tests.reference_forward import assert_first_step_matches_reference, raw_logits
 
 pytestmark = pytest.mark.vllm
 
@@ -39,22 +39,13 @@ def _impl_state(llm):
     return set(sum(llm.apply_model(collect), []))
 
 
-def _raw_logits(llm, prompts):
-    from vllm import SamplingParams
-
-    params = SamplingParams(max_tokens=3, temperature=0.0, logprobs=-1, ignore_eos=True)
-    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
-    return [[tuple(sorted((t, float(lp.logprob).hex()) for t, lp in step.items())) for step in o.outputs[0].logprobs]
-            for o in outs]
-
-
 def test_step_split_into_launches_keeps_logits_bitwise_and_correct(small_workspace_llm, tiny_model_path):
     with forward_counters.counting() as calls:
-        alone = [_raw_logits(small_workspace_llm, [p])[0] for p in PROMPTS]
+        alone = [raw_logits(small_workspace_llm, [p])[0] for p in PROMPTS]
     ((path, capacity),) = _impl_state(small_workspace_llm)
     assert path == "split" and 1 <= capacity < len(PROMPTS[1]), (path, capacity)
     assert calls["attention_in_launches"] > 0, "no step ran as several launches"
-    together = _raw_logits(small_workspace_llm, list(PROMPTS))
+    together = raw_logits(small_workspace_llm, list(PROMPTS))
     assert together == alone
 
     assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])
