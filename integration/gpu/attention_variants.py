@@ -219,6 +219,95 @@ def _peeled_slots_edits(slots: int, body_edits: tuple = ()) -> list[tuple[str, s
             (_GRID, _GRID.replace("num_segments)", f"min(num_segments, {slots}))"))]
 
 
+_TILE_LOOP_FULL = open(SOURCE).read()[open(SOURCE).read().index(_TILE_LOOP):
+                                      open(SOURCE).read().index("            acc = tl.where(tile_live[:, None], acc_new, acc)\n")
+                                      + len("            acc = tl.where(tile_live[:, None], acc_new, acc)\n")]
+
+
+def _interior_unmasked_edits(stages: int = 0) -> list[tuple[str, str]]:
+    """Tiles that hold only keys every valid row of the block may see (below the block's first row, inside the
+    last row's window) run without the causal/window selects, in a loop of their own between two masked
+    loops over the tiles before and after them: the FlashAttention split, visiting the same tiles in the same
+    order with the same expressions on every allowed score."""
+    masked_lo = _TILE_LOOP_FULL.replace(_TILE_LOOP, "        for tile in range(tile_begin, interior_lo):\n")
+    masked_hi = _TILE_LOOP_FULL.replace(_TILE_LOOP, "        for tile in range(interior_hi, tile_end):\n")
+    loop = (f"        for tile in tl.range(interior_lo, interior_hi, num_stages={stages}):\n" if stages
+            else "        for tile in range(interior_lo, interior_hi):\n")
+    interior = (
+        "        first_row_pos = context_len + first_local_token\n"
+        "        interior_hi = tl.maximum(tl.minimum((first_row_pos + 1) // BLOCK_N, tile_end), tile_begin)\n"
+        "        if USE_WINDOW:\n"
+        "            lo_key = tl.maximum(last_pos - window + 1, 0)\n"
+        "            interior_lo = tl.minimum(tl.maximum((lo_key + BLOCK_N - 1) // BLOCK_N, tile_begin), interior_hi)\n"
+        "        else:\n"
+        "            interior_lo = tile_begin\n"
+        + masked_lo + loop +
+        "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+        "            page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)\n"
+        "            in_page = key_pos % PAGE_SIZE\n"
+        "            k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
+        "            v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
+        "            k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
+        "            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
+        "            scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale\n"
+        "            if USE_SOFT_CAP:\n"
+        "                capped = scores / soft_cap\n"
+        "                decay = tl.exp(-2.0 * tl.abs(capped))\n"
+        "                magnitude = (1.0 - decay) / (1.0 + decay)\n"
+        "                scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)\n"
+        "            m_new = tl.maximum(m_i, tl.max(scores, axis=1))\n"
+        "            m_dead = m_new == float(\"-inf\")\n"
+        "            alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))\n"
+        "            p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))\n"
+        "            l_i = l_i * alpha + tl.sum(p, axis=1)\n"
+        "            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)\n"
+        "            m_i = m_new\n"
+        + masked_hi)
+    return [(_TILE_LOOP_FULL, interior)]
+
+
+def _interior_branch_edits() -> list[tuple[str, str]]:
+    """One tile loop; a tile that holds only keys every valid row of the block may see takes a branch without
+    the causal/window selects (same tiles, same order, same expressions on every allowed score)."""
+    body = _TILE_LOOP_FULL[len(_TILE_LOOP):]
+    indented = "".join("    " + line if line.strip() else line for line in body.splitlines(keepends=True))
+    head = (
+        "        first_row_pos = context_len + first_local_token\n"
+        "        if USE_WINDOW:\n"
+        "            lo_key = tl.maximum(last_pos - window + 1, 0)\n"
+        "        else:\n"
+        "            lo_key = 0\n"
+        + _TILE_LOOP +
+        "            if (tile * BLOCK_N + BLOCK_N - 1 <= first_row_pos) & (tile * BLOCK_N >= lo_key):\n"
+        "                key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+        "                page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)\n"
+        "                in_page = key_pos % PAGE_SIZE\n"
+        "                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
+        "                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
+        "                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
+        "                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
+        "                scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale\n"
+        "                if USE_SOFT_CAP:\n"
+        "                    capped = scores / soft_cap\n"
+        "                    decay = tl.exp(-2.0 * tl.abs(capped))\n"
+        "                    magnitude = (1.0 - decay) / (1.0 + decay)\n"
+        "                    scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)\n"
+        "                m_new = tl.maximum(m_i, tl.max(scores, axis=1))\n"
+        "                m_dead = m_new == float(\"-inf\")\n"
+        "                alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))\n"
+        "                p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))\n"
+        "                l_i = l_i * alpha + tl.sum(p, axis=1)\n"
+        "                acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)\n"
+        "                m_i = m_new\n"
+        "            else:\n")
+    return [(_TILE_LOOP_FULL, head + indented)]
+
+
+_NO_MASK_SELECTS = [("            scores = tl.where(allowed, scores, float(\"-inf\"))\n", ""),
+                    (_LIVE_SELECTS, _NO_SELECTS)]
+_M128 = {"block_m": 128, "num_warps": 8}
+
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -241,6 +330,16 @@ VARIANTS: dict[str, tuple] = {
     "peeled slots 32 + one page load per tile": ([(_PAGE_LOAD, _PAGE_PER_TILE)] + _peeled_slots_edits(
         32, body_edits=((_PAGE_LOAD, _PAGE_PER_TILE),)), True),
     "max_seq_len reduced per call": ([("    if max_seq_len is None:\n", "    if True:\n")], True),
+    "interior tiles unmasked": (_interior_unmasked_edits(), True),
+    "interior tiles unmasked, 3 stages": (_interior_unmasked_edits(3), True),
+    "interior tiles branch": (_interior_branch_edits(), True),
+    "tiles of 128 rows, 8 warps": ([], True, _M128),
+    "tiles of 128 rows, 8 warps, 3 stages": ([], True, {**_M128, "num_stages": 3}),
+    "tiles of 128 rows, 8 warps, interior unmasked": (_interior_unmasked_edits(), True, _M128),
+    "tiles of 128 rows, 8 warps, interior unmasked, 3 stages": (_interior_unmasked_edits(3), True, _M128),
+    "KV tiles of 128 (other bits)": ([], False, {"block_n": 128}),
+    "tiles of 128 rows and 128 keys, 8 warps (other bits)": ([], False, {**_M128, "block_n": 128}),
+    "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
     "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
     "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
                                 False),
@@ -274,8 +373,9 @@ def cases(smoke: bool, device: str, dtype: torch.dtype):
                                                   for s in (2, 3)], 4096, "decode", "split")]
     out = []
     for kv in (8192, 16384):
-        out.append((f"prefill chunk 2048 @ {kv // 1024}K", [random_request(kv, 2048, 32, 8, 128, seed=kv, dtype=dtype,
-                                                                           device=device)], kv + 512, "prefill", "split"))
+        req = [random_request(kv, 2048, 32, 8, 128, seed=kv, dtype=dtype, device=device)]
+        out.append((f"prefill chunk 2048 @ {kv // 1024}K", req, kv + 512, "prefill", "split"))
+        out.append((f"prefill chunk 2048 @ {kv // 1024}K, fused path", req, kv + 512, "prefill", "fused"))
     for ctx in (1024, 8192):
         for b in (1, 4, 16):
             reqs = [random_request(ctx, 1, 32, 8, 128, seed=100 + s, dtype=dtype, device=device) for s in range(b)]
