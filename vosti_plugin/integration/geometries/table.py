@@ -1,6 +1,7 @@
 """Launch-check table over real geometries: accepted or refused (with the root causes), and the check's time.
 
     python -m vosti_plugin.integration.geometries.table [--models a,b] [--platform cuda] [--out DIR] [-- vLLM args...]
+    python -m vosti_plugin.integration.geometries.table --launch [--launch-layers 2] [--out DIR] [-- vLLM args...]
 
 Each geometry is written as a config.json and checked as `vllm serve DIR --attention-backend vosti
 --load-format dummy` would check it on this machine (the offline check, the same obligations as a real
@@ -10,6 +11,12 @@ then; with --empty-proof-cache each process proves from nothing what its launch 
 second check of it in the same process. Multimodal checkpoints (Gemma-3 4B/12B)
 are checked as shipped and with `--language-model-only` (their served text path).
 With --out: README.md (command and table) and summary.json (the rows).
+
+--launch starts a real vLLM engine per geometry and variant instead (`vllm.LLM(..., attention_backend="vosti",
+load_format="dummy")` in a fresh process, up to --launch-parallel at once) and generates a few greedy tokens:
+accepted = the engine was built and generated. The decoder is capped to --launch-layers layers (each layer
+kind kept): every per-layer shape is the checkpoint's, and per-layer shapes are what the launch check covers.
+The vLLM args after `--` become LLM keyword arguments (on CPU: `-- --dtype float32`).
 """
 from __future__ import annotations
 
@@ -19,7 +26,10 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from vosti_plugin.integration.geometries import GEOMETRIES
@@ -109,15 +119,203 @@ def markdown(rows: list[dict], command: str, machine: str, notes: list[str] | No
 
 def summary(rows: list[dict], command: str, machine: str, empty_proof_cache: bool = False) -> dict:
     keep = ("model", "args", "accepted", "head_size", "queries_per_kv", "cold_s", "cached_s", "process_s", "causes")
-    return {"command": command, "machine": machine, "empty_proof_cache": empty_proof_cache,
+    return {"kind": "check", "command": command, "machine": machine, "empty_proof_cache": empty_proof_cache,
             "accepted": sum(r["accepted"] for r in rows),
             "checks": len(rows), "rows": [{k: r.get(k) for k in keep} for r in rows],
             "notes": sorted({r["note"] for r in rows if r.get("note")})}
 
 
+LAUNCH_PROMPT = list(range(100, 116))     # token ids below every geometry's vocabulary
+LAUNCH_TOKENS = 4
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    layers: int = 2
+    max_model_len: int = 2048
+    gpu_share: float = 0.2
+    timeout_s: float = 300.0
+    kv_gib: float = 0.0     # a fixed KV cache; 0: vLLM sizes it by profiling memory
+
+    def cli(self) -> list[str]:
+        return ["--launch-layers", str(self.layers), "--launch-max-model-len", str(self.max_model_len),
+                "--launch-gpu-share", str(self.gpu_share), "--launch-kv-gib", str(self.kv_gib)]
+
+
+def _kept_layer_types(layer_types: list[str], layers: int) -> list[str]:
+    """The first `layers` kinds, the last ones after the first swapped for any kind the cut would lose
+    (Gemma-3's global layer)."""
+    kept = layer_types[:layers]
+    missing = [k for k in dict.fromkeys(layer_types) if k not in kept][:max(0, layers - 1)]
+    return kept[:layers - len(missing)] + missing
+
+
+def capped(config: dict, layers: int) -> dict:
+    """The config with its decoder (a multimodal one's text_config) at most `layers` deep."""
+    if "text_config" in config:
+        return {**config, "text_config": capped(config["text_config"], layers)}
+    out = {**config, "num_hidden_layers": min(layers, config["num_hidden_layers"])}
+    if "layer_types" in config:
+        out["layer_types"] = _kept_layer_types(config["layer_types"], out["num_hidden_layers"])
+    return out
+
+
+def cli_engine_kwargs(vllm_args: list[str]) -> dict:
+    """`vllm serve` arguments as LLM keyword arguments, parsed by vLLM's own engine-args parser (the one the
+    offline check uses): `--foo-bar X` -> foo_bar=X typed as vLLM types it, a bare flag -> True."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    default = vars(parser.parse_args(["--model", "-"]))
+    given = vars(parser.parse_args(["--model", "-", *vllm_args]))
+    fields = {f.name for f in dataclasses.fields(EngineArgs)} - {"model"}
+    return {k: v for k, v in given.items() if k in fields and v != default[k]}
+
+
+def launch_kwargs(model: Path, vllm_args: list[str], settings: LaunchSettings) -> dict:
+    kv = {"kv_cache_memory_bytes": int(settings.kv_gib * 2**30)} if settings.kv_gib else {}
+    return {"model": str(model), "attention_backend": "vosti", "load_format": "dummy", "skip_tokenizer_init": True,
+            "max_model_len": settings.max_model_len, "gpu_memory_utilization": settings.gpu_share, **kv,
+            **cli_engine_kwargs(vllm_args)}
+
+
+def _message_lines(exc: BaseException, keep: int = 4) -> list[str]:
+    lines = [line.strip()[:300] for line in str(exc).splitlines() if line.strip()][:keep]
+    return [f"{type(exc).__name__}: {lines[0] if lines else ''}", *lines[1:]]
+
+
+def _vosti_refusal(exc: BaseException):
+    """The LaunchRefused behind exc, if vosti's launch check is what stopped the engine."""
+    from vosti_plugin.launch.obligations import LaunchRefused
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, LaunchRefused):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def launch_failure_causes(exc: BaseException) -> list[str]:
+    """vosti's refusal as its message lines; anything else as `launch failed: ...`."""
+    refusal = _vosti_refusal(exc)
+    if refusal is not None:
+        return _message_lines(refusal)
+    return ["launch failed: " + "; ".join(_message_lines(exc, keep=2))]
+
+
+def launch_geometry(name: str, root: Path, vllm_args: list[str], settings: LaunchSettings) -> dict:
+    """One row from a real engine in this process: built (launch_s), then LAUNCH_TOKENS greedy tokens (generate_s)."""
+    from vosti_plugin.integration.engine_presets import prepare_environment
+
+    prepare_environment(in_process=True)      # before vLLM's import; on CPU a 1 GiB KV cache
+    from vllm import LLM, SamplingParams
+
+    model = root / name
+    model.mkdir(parents=True, exist_ok=True)
+    (model / "config.json").write_text(json.dumps(capped(GEOMETRIES[name], settings.layers), indent=1))
+    row = {"model": name, "args": " ".join(vllm_args), "layers": settings.layers, "launch_s": None,
+           "generate_s": None, "tokens": 0}
+    t0 = time.perf_counter()
+    try:
+        llm = LLM(**launch_kwargs(model, vllm_args, settings))
+    except Exception as exc:
+        return {**row, "accepted": False, "launch_s": round(time.perf_counter() - t0, 2),
+                "causes": launch_failure_causes(exc)}
+    row["launch_s"] = round(time.perf_counter() - t0, 2)
+    params = SamplingParams(temperature=0.0, max_tokens=LAUNCH_TOKENS, ignore_eos=True, detokenize=False)
+    t0 = time.perf_counter()
+    try:
+        out = llm.generate([{"prompt_token_ids": LAUNCH_PROMPT}], params, use_tqdm=False)
+    except Exception as exc:
+        return {**row, "accepted": False, "causes": ["generate failed: " + "; ".join(_message_lines(exc, keep=2))]}
+    tokens = len(out[0].outputs[0].token_ids)
+    return {**row, "generate_s": round(time.perf_counter() - t0, 2), "tokens": tokens,
+            "accepted": tokens == LAUNCH_TOKENS,
+            "causes": [] if tokens == LAUNCH_TOKENS else [f"generated {tokens} of {LAUNCH_TOKENS} tokens"]}
+
+
+def _launch_in_fresh_process(name: str, vllm_args: list[str], settings: LaunchSettings) -> dict:
+    cmd = [sys.executable, "-m", "vosti_plugin.integration.geometries.table", "--launch-row", name,
+           *settings.cli(), "--", *vllm_args]
+    failed = {"model": name, "args": " ".join(vllm_args), "layers": settings.layers, "accepted": False,
+              "launch_s": None, "generate_s": None, "tokens": 0}
+    t0 = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=settings.timeout_s)
+    except subprocess.TimeoutExpired:
+        return {**failed, "process_s": round(time.perf_counter() - t0, 1),
+                "causes": [f"launch failed: no row within {settings.timeout_s:g} s (timeout)"]}
+    wall = round(time.perf_counter() - t0, 1)
+    rows = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not rows:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return {**failed, "process_s": wall, "causes": [f"launch failed: process rc {done.returncode}: {tail}"]}
+    return {**json.loads(rows[-1]), "process_s": wall}
+
+
+def launch_all(jobs: list[tuple[str, list[str]]], settings: LaunchSettings, parallel: int,
+               on_rows=lambda rows: None) -> list[dict]:
+    """Every (geometry, args) launched in its own process, `parallel` at a time; rows in job order.
+    on_rows gets the rows done so far (job order) after each one, so a run stopped midway leaves them."""
+    done: dict[int, dict] = {}
+    lock = threading.Lock()
+
+    def one(index: int) -> dict:
+        row = _launch_in_fresh_process(*jobs[index], settings)
+        with lock:
+            print(json.dumps(row), flush=True)
+            done[index] = row
+            on_rows([done[i] for i in sorted(done)])
+        return row
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        return list(pool.map(one, range(len(jobs))))
+
+
+def launch_markdown(rows: list[dict], command: str, machine: str, layers: int, planned: int | None = None,
+                    kv_gib: float = 0.0) -> str:
+    accepted = sum(r["accepted"] for r in rows)
+    missing = (planned or len(rows)) - len(rows)
+    unfinished = f" ({missing} more planned, not finished: the run stopped first)" if missing else ""
+    kv = (f" KV cache fixed at {kv_gib:g} GiB per engine (no memory profiling against the launches beside it)."
+          if kv_gib else "")
+    lines = [f"# Real launches over real geometries ({machine})", "", "    " + command, "",
+             f"{accepted} of {len(rows)} launches accepted{unfinished} (engine built with "
+             f"attention_backend=\"vosti\" and "
+             f"{LAUNCH_TOKENS} greedy tokens generated). Each launch is a real vLLM engine in a fresh process "
+             f"(dummy weights), its decoder capped to {layers} layer{'s' if layers != 1 else ''}: every "
+             "per-layer shape is the checkpoint's, and per-layer shapes are what the launch check covers. "
+             f"launch s = the LLM constructor, generate s = the generate call; wall-clock.{kv}", "",
+             "| model | vLLM args | accepted | launch s | generate s | why not |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['args'] or '-'} | {'yes' if r['accepted'] else 'no'} | "
+                     f"{_cell(r.get('launch_s'))} | {_cell(r.get('generate_s'))} | {_why(r)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _cell(seconds: float | None) -> str:
+    return "-" if seconds is None else str(seconds)
+
+
+def launch_summary(rows: list[dict], command: str, machine: str, layers: int, planned: int | None = None,
+                   kv_gib: float = 0.0) -> dict:
+    keep = ("model", "args", "accepted", "launch_s", "generate_s", "tokens", "process_s", "causes")
+    return {"kind": "launch", "command": command, "machine": machine, "launch_layers": layers,
+            "launch_kv_gib": kv_gib, "accepted": sum(r["accepted"] for r in rows), "launches": len(rows),
+            "planned": len(rows) if planned is None else planned, "rows": [{k: r.get(k) for k in keep} for r in rows]}
+
+
 def rebuild(out: Path) -> str:
     """README.md from a run's summary.json (the table is a function of the rows)."""
     data = json.loads((out / "summary.json").read_text())
+    if data.get("kind") == "launch":
+        return launch_markdown(data["rows"], data["command"], data["machine"], data["launch_layers"],
+                               data.get("planned"), data.get("launch_kv_gib", 0.0))
     return markdown(data["rows"], data["command"], data["machine"], data["notes"], data.get("empty_proof_cache", False))
 
 
@@ -126,10 +324,17 @@ def _machine() -> str:
 
     import vllm
 
-    return f"{host.machine()}, {os.cpu_count()} cores, vLLM {vllm.__version__}"
+    from vosti_plugin.integration.engine_presets import has_gpu
+
+    gpu = ""
+    if has_gpu():
+        import torch
+
+        gpu = f", {torch.cuda.get_device_name(0)}"
+    return f"{host.machine()}, {os.cpu_count()} cores{gpu}, vLLM {vllm.__version__}"
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(GEOMETRIES))
     ap.add_argument("--out", type=Path, default=None)
@@ -138,16 +343,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--empty-proof-cache", action="store_true",
                     help="each fresh process starts from an empty proof cache (cold = proving what it launches)")
     ap.add_argument("--rebuild", type=Path, default=None, help="rewrite DIR/README.md from DIR/summary.json")
+    ap.add_argument("--launch", action="store_true", help="start a real vLLM engine per geometry and variant")
+    ap.add_argument("--launch-layers", type=int, default=LaunchSettings.layers, help="decoder depth launched")
+    ap.add_argument("--launch-max-model-len", type=int, default=LaunchSettings.max_model_len)
+    ap.add_argument("--launch-gpu-share", type=float, default=LaunchSettings.gpu_share,
+                    help="gpu_memory_utilization of each engine")
+    ap.add_argument("--launch-parallel", type=int, default=4, help="engines starting at once")
+    ap.add_argument("--launch-timeout", type=float, default=LaunchSettings.timeout_s, help="seconds per launch")
+    ap.add_argument("--launch-kv-gib", type=float, default=None,
+                    help="fixed KV cache per engine (default: 2 on a GPU, where launches side by side would "
+                         "upset vLLM's memory profiling; 0 on CPU: sized by vLLM)")
     ap.add_argument("--row", default=None, help=argparse.SUPPRESS)     # the fresh process's own work
+    ap.add_argument("--launch-row", default=None, help=argparse.SUPPRESS)
     ap.add_argument("vllm_args", nargs="*")
-    a = ap.parse_args(argv)
-    if a.rebuild:
-        (a.rebuild / "README.md").write_text(rebuild(a.rebuild))
-        return 0
-    if a.row:
-        with tempfile.TemporaryDirectory(prefix="vosti-geometries-") as tmp:
-            print(json.dumps(check_geometry(a.row, Path(tmp), a.vllm_args, a.platform)), flush=True)
-        return 0
+    return ap.parse_args(argv)
+
+
+def _check_rows(a: argparse.Namespace) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="vosti-geometries-") as tmp:
         for name in a.models.split(","):
@@ -158,15 +370,68 @@ def main(argv: list[str] | None = None) -> int:
                        else _in_fresh_process(name, args, a.platform, cache))
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    command = "python -m vosti_plugin.integration.geometries.table " + " ".join(argv if argv is not None
-                                                                                 else sys.argv[1:])
+    return rows
+
+
+def _launch_settings(a: argparse.Namespace) -> LaunchSettings:
+    kv_gib = a.launch_kv_gib
+    if kv_gib is None:
+        from vosti_plugin.integration.engine_presets import has_gpu
+
+        kv_gib = 2.0 if has_gpu() else 0.0
+    return LaunchSettings(a.launch_layers, a.launch_max_model_len, a.launch_gpu_share, a.launch_timeout, kv_gib)
+
+
+def _write(out: Path | None, text: str, data: dict) -> None:
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "README.md").write_text(text)
+    (out / "summary.json").write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _run_launches(a: argparse.Namespace, command: str) -> list[dict]:
+    settings = _launch_settings(a)
+    jobs = [(name, [*extra, *a.vllm_args]) for name in a.models.split(",") for extra in variants(name)]
     machine = _machine()
-    text = markdown(rows, command.strip(), machine, empty_proof_cache=a.empty_proof_cache)
+
+    def report(rows: list[dict], final: bool = False) -> None:
+        text = launch_markdown(rows, command, machine, settings.layers, len(jobs), settings.kv_gib)
+        _write(a.out, text, launch_summary(rows, command, machine, settings.layers, len(jobs), settings.kv_gib))
+        if final:
+            print(text)
+
+    rows = launch_all(jobs, settings, a.launch_parallel, on_rows=report)
+    report(rows, final=True)
+    return rows
+
+
+def _run_checks(a: argparse.Namespace, command: str) -> list[dict]:
+    rows = _check_rows(a)
+    machine = _machine()
+    text = markdown(rows, command, machine, empty_proof_cache=a.empty_proof_cache)
     print(text)
-    if a.out:
-        a.out.mkdir(parents=True, exist_ok=True)
-        (a.out / "README.md").write_text(text)
-        (a.out / "summary.json").write_text(json.dumps(summary(rows, command.strip(), machine, a.empty_proof_cache), indent=1) + "\n")
+    _write(a.out, text, summary(rows, command, machine, a.empty_proof_cache))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parse(argv)
+    if a.rebuild:
+        (a.rebuild / "README.md").write_text(rebuild(a.rebuild))
+        return 0
+    if a.row:
+        with tempfile.TemporaryDirectory(prefix="vosti-geometries-") as tmp:
+            print(json.dumps(check_geometry(a.row, Path(tmp), a.vllm_args, a.platform)), flush=True)
+        return 0
+    if a.launch_row:
+        with tempfile.TemporaryDirectory(prefix="vosti-launch-") as tmp:
+            row = launch_geometry(a.launch_row, Path(tmp), a.vllm_args, _launch_settings(a))
+            print(json.dumps(row), flush=True)
+        return 0
+    command = ("python -m vosti_plugin.integration.geometries.table "
+               + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    rows = _run_launches(a, command) if a.launch else _run_checks(a, command)
     served = {r["model"] for r in rows if r["accepted"]}      # a geometry is served if one of its variants is
     return 0 if served == {r["model"] for r in rows} else 1
 
