@@ -6,6 +6,7 @@
 # Gemma sharing the GPU), bench-llama, agentic, bench-gemma, profile, dense-sweep, tall-sweep, attention-sweep
 # (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need),
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
+# geometries-launch (a real vLLM engine per geometry, 2 layers, 4 at once: accepted yes/no, launch and generate s, #18),
 # harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
@@ -68,6 +69,9 @@ for step in $STEPS; do
     geometries)
       timeout 400 python3 -m vosti_plugin.integration.geometries.table --out "$R/geometries" > "$R/geometries.log" 2>&1
       log "geometries rc=$?" ;;
+    geometries-launch)
+      timeout 560 python3 -m vosti_plugin.integration.geometries.table --launch --out "$R/geometries-launch" > "$R/geometries-launch.log" 2>&1
+      log "geometries-launch rc=$?" ;;
     harness-new)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
         --models llama32-3b-l8,qwen25-7b-l8,phi3-mini-l8,llama32-1b-l8 --worker-timeout 840 \
