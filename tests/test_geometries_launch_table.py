@@ -83,7 +83,7 @@ def test_launches_run_side_by_side_and_report_their_rows_in_job_order(monkeypatc
 
 
 ROWS = [
-    {"model": "qwen3-4b", "args": "", "accepted": True, "launch_s": 41.5, "generate_s": 0.3, "tokens": 4,
+    {"model": "qwen3-4b", "args": "", "accepted": True, "launch_s": 41.5, "check_s": 0.8, "generate_s": 0.3, "tokens": 4,
      "process_s": 55.0, "causes": []},
     {"model": "gemma3-4b", "args": "", "accepted": False, "launch_s": 3.1, "generate_s": None, "tokens": 0,
      "process_s": 9.0, "causes": ["LaunchRefused: vosti refused this launch: 1 cause", "[a|b] takes images"]},
@@ -94,9 +94,9 @@ def test_launch_rows_render_and_rebuild_from_the_summary(tmp_path):
     command, machine = "python -m vosti_plugin.integration.geometries.table --launch", "x86_64, NVIDIA H200"
     text = table.launch_markdown(ROWS, command, machine, layers=2)
     assert "1 of 2 launches accepted" in text and "capped to 2 layers" in text
-    assert "| model | vLLM args | accepted | launch s | generate s | why not |" in text
-    assert "| qwen3-4b | - | yes | 41.5 | 0.3 |  |" in text
-    assert ("| gemma3-4b | - | no | 3.1 | - | LaunchRefused: vosti refused this launch: 1 cause; "
+    assert "| model | vLLM args | accepted | launch s | check s | generate s | why not |" in text
+    assert "| qwen3-4b | - | yes | 41.5 | 0.8 | 0.3 |  |" in text
+    assert ("| gemma3-4b | - | no | 3.1 | - | - | LaunchRefused: vosti refused this launch: 1 cause; "
             "[a\\|b] takes images |") in text
     data = table.launch_summary(ROWS, command, machine, layers=2)
     assert data["kind"] == "launch" and data["accepted"] == 1 and data["launches"] == 2

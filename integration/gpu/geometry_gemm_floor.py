@@ -107,13 +107,42 @@ def measure(names: list[str], ms: list[int]) -> list[dict]:
     return rows
 
 
+LAYER_GEMMS = ("qkv", "o", "gate_up", "down")
+
+
+def m1_sums(rows: list[dict]) -> dict:
+    """Per geometry at M = 1: one layer's four GEMMs summed (vosti, cuBLAS, both floors) and the lm_head, µs."""
+    out: dict = {}
+    for r in rows:
+        if r["M"] != 1:
+            continue
+        g = out.setdefault(r["geometry"], {})
+        part = "layer" if r["gemm"] in LAYER_GEMMS else "lm_head"
+        for key, col in (("vosti", "vosti_us"), ("cublas", "cublas_us"), ("bytes_floor", "bytes_floor_us"),
+                         ("read_floor", "read_floor_us")):
+            g[f"{part}_{key}"] = round(g.get(f"{part}_{key}", 0.0) + r[col], 1)
+    return out
+
+
+def compact(raw: dict, command: str) -> dict:
+    """The committed summary: the counts, the worst cell and the per-geometry sums (not every row)."""
+    return {"command": command, "summary": raw["summary"], "m1_sums_us": m1_sums(raw["rows"])}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--m", default="1,4,16", help="decode batch sizes")
     ap.add_argument("--geometries", default="", help="comma-separated names (default: all)")
     ap.add_argument("--cpu-smoke", action="store_true", help="one tiny geometry on CPU, M = 1 (script logic only)")
+    ap.add_argument("--compact", metavar="RAW", help="write OUT/summary.json from a run's geometry_gemm_floor.json")
     args = ap.parse_args()
+    if args.compact:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        raw = json.loads(Path(args.compact).read_text())
+        (out / "summary.json").write_text(json.dumps(compact(raw, raw.get("command", "")), indent=1) + "\n")
+        return 0
     names = [n for n in args.geometries.split(",") if n] or list(GEOMETRIES)
     unknown = sorted(set(names) - set(GEOMETRIES))
     if unknown:
@@ -141,7 +170,10 @@ def main() -> int:
                "seconds": round(time.perf_counter() - t0, 1)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "geometry_gemm_floor.json").write_text(json.dumps({"summary": summary, "rows": rows}, indent=1))
+    command = "python3 integration/gpu/geometry_gemm_floor.py " + " ".join(sys.argv[1:])
+    raw = {"command": command, "summary": summary, "rows": rows}
+    (out / "geometry_gemm_floor.json").write_text(json.dumps(raw, indent=1))
+    (out / "summary.json").write_text(json.dumps(compact(raw, command), indent=1) + "\n")
     print(f"decode GEMMs within {TARGET}x of the floor: {summary['decode_within_target']}/{len(decode)}; "
           f"worst {summary['worst']['geometry'] if summary['worst'] else '-'} "
           f"{summary['worst']['gemm'] if summary['worst'] else ''} "

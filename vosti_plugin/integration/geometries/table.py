@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vosti_plugin.integration.geometries import GEOMETRIES
+from vosti_plugin.launch.check import CERTIFICATE_ENV
 
 BASE_ARGS = ["--load-format", "dummy", "--skip-tokenizer-init"]
 TEXT_PATH = ["--language-model-only"]
@@ -219,7 +220,9 @@ def launch_geometry(name: str, root: Path, vllm_args: list[str], settings: Launc
     model.mkdir(parents=True, exist_ok=True)
     (model / "config.json").write_text(json.dumps(capped(GEOMETRIES[name], settings.layers), indent=1))
     row = {"model": name, "args": " ".join(vllm_args), "layers": settings.layers, "launch_s": None,
-           "generate_s": None, "tokens": 0}
+           "check_s": None, "generate_s": None, "tokens": 0}
+    certificate = model / "certificate.json"
+    os.environ[CERTIFICATE_ENV] = str(certificate)    # the launch check's own time is in its certificate
     t0 = time.perf_counter()
     try:
         llm = LLM(**launch_kwargs(model, vllm_args, settings))
@@ -227,6 +230,8 @@ def launch_geometry(name: str, root: Path, vllm_args: list[str], settings: Launc
         return {**row, "accepted": False, "launch_s": round(time.perf_counter() - t0, 2),
                 "causes": launch_failure_causes(exc)}
     row["launch_s"] = round(time.perf_counter() - t0, 2)
+    if certificate.exists():
+        row["check_s"] = json.loads(certificate.read_text()).get("check_seconds")
     params = SamplingParams(temperature=0.0, max_tokens=LAUNCH_TOKENS, ignore_eos=True, detokenize=False)
     t0 = time.perf_counter()
     try:
@@ -290,11 +295,14 @@ def launch_markdown(rows: list[dict], command: str, machine: str, layers: int, p
              f"{LAUNCH_TOKENS} greedy tokens generated). Each launch is a real vLLM engine in a fresh process "
              f"(dummy weights), its decoder capped to {layers} layer{'s' if layers != 1 else ''}: every "
              "per-layer shape is the checkpoint's, and per-layer shapes are what the launch check covers. "
-             f"launch s = the LLM constructor, generate s = the generate call; wall-clock.{kv}", "",
-             "| model | vLLM args | accepted | launch s | generate s | why not |", "|---|---|---|---|---|---|"]
+             "launch s = the LLM constructor, check s = vosti's launch check inside it (from the launch's "
+             f"certificate), generate s = the generate call; wall-clock.{kv}", "",
+             "| model | vLLM args | accepted | launch s | check s | generate s | why not |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['args'] or '-'} | {'yes' if r['accepted'] else 'no'} | "
-                     f"{_cell(r.get('launch_s'))} | {_cell(r.get('generate_s'))} | {_why(r)} |")
+                     f"{_cell(r.get('launch_s'))} | {_cell(r.get('check_s'))} | {_cell(r.get('generate_s'))} | "
+                     f"{_why(r)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -304,7 +312,7 @@ def _cell(seconds: float | None) -> str:
 
 def launch_summary(rows: list[dict], command: str, machine: str, layers: int, planned: int | None = None,
                    kv_gib: float = 0.0) -> dict:
-    keep = ("model", "args", "accepted", "launch_s", "generate_s", "tokens", "process_s", "causes")
+    keep = ("model", "args", "accepted", "launch_s", "check_s", "generate_s", "tokens", "process_s", "causes")
     return {"kind": "launch", "command": command, "machine": machine, "launch_layers": layers,
             "launch_kv_gib": kv_gib, "accepted": sum(r["accepted"] for r in rows), "launches": len(rows),
             "planned": len(rows) if planned is None else planned, "rows": [{k: r.get(k) for k in keep} for r in rows]}
