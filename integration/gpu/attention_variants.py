@@ -394,7 +394,7 @@ def main() -> int:
     ap.add_argument("--variants", help="comma-separated variant names to time beside 'shipped' (default: all)")
     args = ap.parse_args()
     if args.variants:
-        keep = {"shipped", *args.variants.split(",")}
+        keep = {"shipped", *args.variants.split(";" if ";" in args.variants else ",")}
         unknown = keep - set(VARIANTS)
         if unknown:
             ap.error(f"unknown variants {sorted(unknown)}; known: {sorted(VARIANTS)}")
