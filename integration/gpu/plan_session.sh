@@ -137,8 +137,9 @@ for step in $STEPS; do
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-step-grid" > "$R/harness-step-grid.log" 2>&1
       log "harness-step-grid rc=$?" ;;
     bench-step-grid)   # prefill/decode at 128K max_model_len: vosti vs vosti-step-grid vs default (#20)
-      env OUT="$R/bench-step-grid" MODEL=llama31-8b BENCH_MODES="vosti vosti-step-grid default" CONTEXTS=1024,8192 \
-        BATCHES=4,16 DECODE=128 REPEATS=2 BENCH_ARGS="--max-model-len 131072" MODE_TIMEOUT=300 \
+      env OUT="$R/bench-step-grid" MODEL=llama31-8b BENCH_MODES="${SG_MODES:-vosti vosti-step-grid default}" \
+        CONTEXTS=1024,8192 BATCHES=${SG_BATCHES:-4,16} DECODE=128 REPEATS=${REPEATS:-2} \
+        BENCH_ARGS="--max-model-len 131072" MODE_TIMEOUT=300 \
         bash integration/gpu/session.sh bench > "$R/bench-step-grid.log" 2>&1; log "bench-step-grid done" ;;
     startup)   # startup of vosti and stock default, cold (fresh Triton and vLLM compile caches) then warm (#20)
       mkdir -p "$R/startup"
