@@ -208,3 +208,28 @@ def test_text_tower_of_the_multimodal_checkpoint_serves_the_text_checkpoints_bit
     assert all(len(tokens) == MAX_TOKENS for tokens, _ in served)
     if importlib.util.find_spec("torchvision") is None:
         assert len(notes) == 1 and "not served" in notes[0] and "torchvision" in notes[0], notes
+
+
+@pytest.mark.parametrize("language_model_only", [True, False])
+def test_a_text_only_launch_takes_the_text_tower_where_the_multimodal_module_imports(checkpoints, monkeypatch,
+                                                                                   language_model_only):
+    """A GPU host imports gemma3_mm, whose attention layers are built for a prefix LM (bidirectional over image
+    tokens), a mask vLLM will not pair with vosti's backend: a text-only launch is served as the text tower
+    there too; a launch that takes images keeps the shipped model (and text-only-inputs refuses it)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    from vosti_plugin.vllm import text_tower
+
+    monkeypatch.setattr(text_tower, "_unimportable_module", lambda architecture: None)   # as on a GPU host
+    args = EngineArgs(model=checkpoints[1], language_model_only=language_model_only)
+    stand_in = text_tower.text_tower_stand_in(args)
+    if not language_model_only:
+        assert stand_in is None and not callable(args.hf_overrides)
+        return
+    assert stand_in is not None and stand_in.missing_module == "" and not stand_in.multimodal_inputs
+    assert stand_in.served_as == text_tower.TEXT_TOWER_MODELS["Gemma3ForCausalLM"][0]
+    assert "text only" in stand_in.note() and "bidirectional" in stand_in.serve_note()
+    from transformers import AutoConfig
+
+    built = args.hf_overrides(AutoConfig.from_pretrained(checkpoints[1]))
+    assert built.architectures == [stand_in.served_as] and built.model_type == "gemma3_text"

@@ -7,7 +7,12 @@ serves it through a registered subclass of that text model (TEXT_TOWER_MODELS, v
 text_tower_model) that maps the checkpoint's multimodal weight names to the text model's and skips the
 vision tower and projector. The multimodal part is judged from the launch arguments (the
 `text-only-inputs` obligation): the shipped architecture and whether the launch would take images ride on
-the text config (MARKER), so every process's launch facts read them from the config it was given."""
+the text config (MARKER), so every process's launch facts read them from the config it was given.
+
+A text-only launch (`--language-model-only`) of such a checkpoint takes the same text tower where the
+multimodal module does import (a GPU host): vLLM builds the multimodal model's attention layers for a
+prefix LM (bidirectional over image tokens, `is_mm_prefix_lm`), a mask vosti's attention does not
+implement and vLLM refuses to pair with it, although a text-only launch never sees an image token."""
 from __future__ import annotations
 
 import dataclasses
@@ -27,11 +32,15 @@ MARKER = "vosti_text_tower"
 class TextTowerStandIn:
     architecture: str           # as shipped, e.g. Gemma3ForConditionalGeneration
     checked_as: str             # the text architecture whose config was built, e.g. Gemma3ForCausalLM
-    missing_module: str         # what the shipped architecture's vLLM module failed to import
+    missing_module: str         # what the shipped architecture's vLLM module failed to import ("": it imports,
+                                # and the launch is text only)
     multimodal_inputs: bool     # whether `vllm serve` with these arguments would accept images
     served_as: str = ""         # the registered architecture that loads the checkpoint's text weights, if any
 
     def note(self) -> str:
+        if not self.missing_module:
+            return (f"{self.architecture} launched text only (--language-model-only): its text tower was checked "
+                    f"as {self.checked_as}")
         return (f"{self.architecture}'s vLLM module needs {self.missing_module}, which is not installed here: "
                 f"its text tower was checked as {self.checked_as}")
 
@@ -42,9 +51,11 @@ class TextTowerStandIn:
             f"its text tower is built as {self.checked_as}, but no vosti text-tower loader knows its weight names"
         refused = ("image inputs are refused (launch obligation text-only-inputs: pass --language-model-only)"
                    if self.multimodal_inputs else "the launch is text only (--language-model-only)")
-        return (f"vosti: the vision tower of {self.architecture} is not served: vLLM's module for it needs "
-                f"{self.missing_module}, which is not installed here; {served}; its vision tower and projector "
-                f"weights are skipped and {refused}")
+        why = (f"vLLM's module for it needs {self.missing_module}, which is not installed here" if self.missing_module
+               else "the launch is text only, and vLLM's multimodal model would build its attention layers for "
+                    "bidirectional attention over image tokens, which vosti's attention does not implement")
+        return (f"vosti: the vision tower of {self.architecture} is not served: {why}; {served}; its vision tower "
+                f"and projector weights are skipped and {refused}")
 
 
 def register_text_tower_models(registry=None) -> dict:
@@ -120,8 +131,9 @@ class _AsTextModel:
 
 
 def text_tower_stand_in(engine_args) -> TextTowerStandIn | None:
-    """Point engine_args at the text tower when the shipped multimodal architecture cannot be loaded here
-    (returns what was done), else leave them alone (None)."""
+    """Point engine_args at the text tower when the shipped multimodal architecture cannot be loaded here, or
+    the launch is text only and vosti has a loader for its text tower (returns what was done); else leave them
+    alone (None)."""
     from transformers import AutoConfig
 
     try:
@@ -134,12 +146,14 @@ def text_tower_stand_in(engine_args) -> TextTowerStandIn | None:
     if not archs or text is config or callable(engine_args.hf_overrides):
         return None
     missing = _unimportable_module(archs[0])
-    checked_as = _text_architecture(text) if missing else None
+    text_only = bool(getattr(engine_args, "language_model_only", False))
+    checked_as = _text_architecture(text) if missing or text_only else None
     if checked_as is None:
         return None
     served_as = _served_as(checked_as)
-    stand_in = TextTowerStandIn(archs[0], checked_as, missing,
-                                multimodal_inputs=not bool(getattr(engine_args, "language_model_only", False)),
+    if not missing and not served_as:       # no vosti loader for this text tower: vLLM's own model, as shipped
+        return None
+    stand_in = TextTowerStandIn(archs[0], checked_as, missing or "", multimodal_inputs=not text_only,
                                 served_as=served_as or "")
     engine_args.hf_overrides = _AsTextModel(served_as or checked_as, dataclasses.asdict(stand_in),
                                             engine_args.hf_overrides)
