@@ -31,6 +31,7 @@ def test_dead_segments_exit_first_and_keep_logits_bitwise_and_correct(tiny_model
         return shipped(*args, **kwargs)
 
     monkeypatch.setattr(vosti_backend, "paged_attention", spy)
+    monkeypatch.setattr(vosti_backend, "EAGER_STEP_GRID", False)        # first every step's grid covers max_model_len
     llm = build_llm(tiny_model_path, skip_tokenizer_init=True, max_num_batched_tokens=128,
                     max_model_len=MAX_MODEL_LEN, enforce_eager=True, max_logprobs=-1)
     try:

@@ -18,7 +18,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     assert (os.environ.get("VLLM_BATCH_INVARIANT") == "1") == (mode == "bi")
     assert os.environ.get("VOSTI_TMA_GEMM") == {"vosti-tma": "1", "vosti-pointer": "0"}.get(mode)
     assert os.environ.get("VOSTI_SPLIT_WORKSPACE_SHARE") == ("0" if mode == "vosti-nostretch" else None)
-    assert os.environ.get("VOSTI_EAGER_STEP_GRID") == ("1" if mode == "vosti-step-grid" else None)
+    assert os.environ.get("VOSTI_EAGER_STEP_GRID") == {"vosti-step-grid": "1", "vosti-model-grid": "0"}.get(mode)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 

@@ -136,8 +136,8 @@ for step in $STEPS; do
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-step-grid,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-step-grid" > "$R/harness-step-grid.log" 2>&1
       log "harness-step-grid rc=$?" ;;
-    bench-step-grid)   # prefill/decode at 128K max_model_len: vosti vs vosti-step-grid vs default (#20)
-      env OUT="$R/bench-step-grid" MODEL=llama31-8b BENCH_MODES="${SG_MODES:-vosti vosti-step-grid default}" \
+    bench-step-grid)   # prefill/decode at 128K max_model_len: every step's grid for max_model_len vs eager steps' from the step (the default) vs default (#20)
+      env OUT="$R/bench-step-grid" MODEL=llama31-8b BENCH_MODES="${SG_MODES:-vosti-model-grid vosti default}" \
         CONTEXTS=1024,8192 BATCHES=${SG_BATCHES:-4,16} DECODE=128 REPEATS=${REPEATS:-2} \
         BENCH_ARGS="--max-model-len 131072" MODE_TIMEOUT=300 \
         bash integration/gpu/session.sh bench > "$R/bench-step-grid.log" 2>&1; log "bench-step-grid done" ;;

@@ -138,7 +138,8 @@ _SEGMENT_PARTIALS_EQUAL = tuple(
             "QUERIES_PER_KV <= GROUP", "BLOCK_Q >= 1", "BLOCK_M == BLOCK_Q * GROUP", "BLOCK_N >= 1",
             "SEGMENT % BLOCK_N == 0"),
 )
-@triton.jit
+# num_segments follows an eager step's longest sequence (VOSTI_EAGER_STEP_GRID): one compiled kernel for every value
+@triton.jit(do_not_specialize=["num_segments"])
 def _paged_attention_segments_kernel(
     q_ptr,
     k_ptr,
@@ -338,7 +339,7 @@ def _paged_attention_segments_kernel(
     assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM"),
     bounds=tuple(f"(HQ - 1) * {S}.stride_oh < 2147483648" for S in "LR"),
 )
-@triton.jit
+@triton.jit(do_not_specialize=["num_segments"])
 def _combine_segments_kernel(
     out_ptr,
     part_m_ptr,

@@ -180,10 +180,11 @@ def _workspace_stretch_bytes(device: torch.device) -> int:
 # reduction that lets them exit first (2 us per layer inside a CUDA graph; H200, Llama-3.1-8B,
 # integration/results/h200-s13/): such grids pass a bound every sequence is under, and nothing exits.
 DEAD_SEGMENT_EXIT_MIN_SEGMENTS = 32
-# VOSTI_EAGER_STEP_GRID=1: a step outside CUDA-graph capture (prefill, mixed, eager) sizes its segment grid
-# from the step's longest sequence (vLLM's host max_seq_len, the bound its FlashAttention backend takes as
-# max_seqlen_k) instead of max_model_len, and so fits more tokens in one split launch. The contract covers
-# any grid past a row's last segment; off by default until the four classes ran with it on the H200.
+# A step outside CUDA-graph capture (prefill, mixed, eager) sizes its segment grid from the step's longest
+# sequence (vLLM's host max_seq_len, the bound its FlashAttention backend takes as max_seqlen_k) instead of
+# max_model_len, and so fits more tokens in one split launch; the contract covers any grid past a row's last
+# segment (H200, the four classes bitwise with it: integration/results/h200-s14/). VOSTI_EAGER_STEP_GRID=0:
+# every step's grid covers max_model_len.
 EAGER_STEP_GRID: bool | None = None      # read from the environment at the first step of the process
 _NO_BOUND: dict = {}
 
@@ -328,11 +329,11 @@ class VostiAttentionImpl(_AttentionImpl):
             self._workspace(-(-(pages * page_size) // self._config.segment), device)
 
     def _grid_bound(self, attn_metadata: VostiAttentionMetadata, query: torch.Tensor) -> int:
-        """The KV length the segment grid covers: max_model_len (what any CUDA-graph replay may need), or
-        with EAGER_STEP_GRID outside capture the step's longest sequence."""
+        """The KV length the segment grid covers: outside CUDA-graph capture the step's longest sequence, else
+        (and with VOSTI_EAGER_STEP_GRID=0) max_model_len, what any CUDA-graph replay may need."""
         global EAGER_STEP_GRID
         if EAGER_STEP_GRID is None:
-            EAGER_STEP_GRID = os.environ.get("VOSTI_EAGER_STEP_GRID", "0") == "1"
+            EAGER_STEP_GRID = os.environ.get("VOSTI_EAGER_STEP_GRID", "1") != "0"
         if not EAGER_STEP_GRID or attn_metadata.max_seq_len < 1:
             return self.max_model_len
         if query.is_cuda and torch.cuda.is_current_stream_capturing():

@@ -8,9 +8,11 @@ import os
 # vosti-tma: vosti's defaults with tall launches through the TMA kernel (VOSTI_TMA_GEMM=1, the default).
 # vosti-pointer: tall launches through the pointer kernels (VOSTI_TMA_GEMM=0).
 # vosti-nostretch: the split-KV workspace never grows past 2 GiB (VOSTI_SPLIT_WORKSPACE_SHARE=0), as before it could.
-# vosti-step-grid: eager steps size the attention grid from the step's longest sequence (VOSTI_EAGER_STEP_GRID=1).
+# vosti-step-grid: eager steps size the attention grid from the step's longest sequence (VOSTI_EAGER_STEP_GRID=1,
+# the default); vosti-model-grid: every step's grid covers max_model_len (VOSTI_EAGER_STEP_GRID=0), as before.
 MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
-         "vosti-step-grid", "default", "bi")
+         "vosti-step-grid", "vosti-model-grid", "default", "bi")
+_EAGER_STEP_GRID = {"vosti-step-grid": "1", "vosti-model-grid": "0"}
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
 
 
@@ -26,8 +28,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_TMA_GEMM"] = "0"
     if mode == "vosti-nostretch":
         os.environ["VOSTI_SPLIT_WORKSPACE_SHARE"] = "0"
-    if mode == "vosti-step-grid":
-        os.environ["VOSTI_EAGER_STEP_GRID"] = "1"
+    if mode in _EAGER_STEP_GRID:
+        os.environ["VOSTI_EAGER_STEP_GRID"] = _EAGER_STEP_GRID[mode]
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes
 
 

@@ -39,6 +39,8 @@ MODES: dict[str, Mode] = {
                        env={"VOSTI_TALL_GEMM": "1"}),
     "vosti-step-grid": Mode("vosti-step-grid", "vLLM + vosti, eager steps' grid from the step", vosti=True,
                             env={"VOSTI_EAGER_STEP_GRID": "1"}),
+    "vosti-model-grid": Mode("vosti-model-grid", "vLLM + vosti, every step's grid for max_model_len", vosti=True,
+                             env={"VOSTI_EAGER_STEP_GRID": "0"}),
     "default": Mode("default", "vLLM default"),
     # tensor parallel size 2: on CPU two worker processes over gloo/shm (vosti: all-gather + rank-order sum)
     "vosti-tp2": Mode("vosti-tp2", "vLLM + vosti, TP 2", vosti=True, engine=dict(_TP2)),
