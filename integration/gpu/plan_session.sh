@@ -69,8 +69,9 @@ for step in $STEPS; do
     geometries)
       timeout 400 python3 -m vosti_plugin.integration.geometries.table --out "$R/geometries" > "$R/geometries.log" 2>&1
       log "geometries rc=$?" ;;
-    geometries-launch)
-      timeout 560 python3 -m vosti_plugin.integration.geometries.table --launch --out "$R/geometries-launch" > "$R/geometries-launch.log" 2>&1
+    geometries-launch)   # GEOMETRY_MODELS=a,b: only these (e.g. gemma3-4b,gemma3-12b)
+      timeout 560 python3 -m vosti_plugin.integration.geometries.table --launch ${GEOMETRY_MODELS:+--models $GEOMETRY_MODELS} \
+        --out "$R/geometries-launch" > "$R/geometries-launch.log" 2>&1
       log "geometries-launch rc=$?" ;;
     harness-new)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
