@@ -224,6 +224,34 @@ _TILE_LOOP_FULL = open(SOURCE).read()[open(SOURCE).read().index(_TILE_LOOP):
                                       + len("            acc = tl.where(tile_live[:, None], acc_new, acc)\n")]
 
 
+# one tile step of a tile every valid row of the block may see whole: no causal/window selects, no key masks
+_UNMASKED_TILE_STEP = (
+    "key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+    "page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)\n"
+    "in_page = key_pos % PAGE_SIZE\n"
+    "k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
+    "v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
+    "k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
+    "v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
+    "scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale\n"
+    "if USE_SOFT_CAP:\n"
+    "    capped = scores / soft_cap\n"
+    "    decay = tl.exp(-2.0 * tl.abs(capped))\n"
+    "    magnitude = (1.0 - decay) / (1.0 + decay)\n"
+    "    scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)\n"
+    "m_new = tl.maximum(m_i, tl.max(scores, axis=1))\n"
+    "m_dead = m_new == float(\"-inf\")\n"
+    "alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))\n"
+    "p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))\n"
+    "l_i = l_i * alpha + tl.sum(p, axis=1)\n"
+    "acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)\n"
+    "m_i = m_new\n")
+
+
+def _indented(text: str, spaces: int) -> str:
+    return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
 def _interior_unmasked_edits(stages: int = 0) -> list[tuple[str, str]]:
     """Tiles that hold only keys every valid row of the block may see (below the block's first row, inside the
     last row's window) run without the causal/window selects, in a loop of their own between two masked
@@ -241,36 +269,13 @@ def _interior_unmasked_edits(stages: int = 0) -> list[tuple[str, str]]:
         "            interior_lo = tl.minimum(tl.maximum((lo_key + BLOCK_N - 1) // BLOCK_N, tile_begin), interior_hi)\n"
         "        else:\n"
         "            interior_lo = tile_begin\n"
-        + masked_lo + loop +
-        "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-        "            page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)\n"
-        "            in_page = key_pos % PAGE_SIZE\n"
-        "            k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
-        "            v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
-        "            k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
-        "            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
-        "            scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale\n"
-        "            if USE_SOFT_CAP:\n"
-        "                capped = scores / soft_cap\n"
-        "                decay = tl.exp(-2.0 * tl.abs(capped))\n"
-        "                magnitude = (1.0 - decay) / (1.0 + decay)\n"
-        "                scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)\n"
-        "            m_new = tl.maximum(m_i, tl.max(scores, axis=1))\n"
-        "            m_dead = m_new == float(\"-inf\")\n"
-        "            alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))\n"
-        "            p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))\n"
-        "            l_i = l_i * alpha + tl.sum(p, axis=1)\n"
-        "            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)\n"
-        "            m_i = m_new\n"
-        + masked_hi)
+        + masked_lo + loop + _indented(_UNMASKED_TILE_STEP, 12) + masked_hi)
     return [(_TILE_LOOP_FULL, interior)]
 
 
 def _interior_branch_edits() -> list[tuple[str, str]]:
     """One tile loop; a tile that holds only keys every valid row of the block may see takes a branch without
     the causal/window selects (same tiles, same order, same expressions on every allowed score)."""
-    body = _TILE_LOOP_FULL[len(_TILE_LOOP):]
-    indented = "".join("    " + line if line.strip() else line for line in body.splitlines(keepends=True))
     head = (
         "        first_row_pos = context_len + first_local_token\n"
         "        if USE_WINDOW:\n"
@@ -279,28 +284,8 @@ def _interior_branch_edits() -> list[tuple[str, str]]:
         "            lo_key = 0\n"
         + _TILE_LOOP +
         "            if (tile * BLOCK_N + BLOCK_N - 1 <= first_row_pos) & (tile * BLOCK_N >= lo_key):\n"
-        "                key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-        "                page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)\n"
-        "                in_page = key_pos % PAGE_SIZE\n"
-        "                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
-        "                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
-        "                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
-        "                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
-        "                scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale\n"
-        "                if USE_SOFT_CAP:\n"
-        "                    capped = scores / soft_cap\n"
-        "                    decay = tl.exp(-2.0 * tl.abs(capped))\n"
-        "                    magnitude = (1.0 - decay) / (1.0 + decay)\n"
-        "                    scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)\n"
-        "                m_new = tl.maximum(m_i, tl.max(scores, axis=1))\n"
-        "                m_dead = m_new == float(\"-inf\")\n"
-        "                alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))\n"
-        "                p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))\n"
-        "                l_i = l_i * alpha + tl.sum(p, axis=1)\n"
-        "                acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)\n"
-        "                m_i = m_new\n"
-        "            else:\n")
-    return [(_TILE_LOOP_FULL, head + indented)]
+        + _indented(_UNMASKED_TILE_STEP, 16) + "            else:\n")
+    return [(_TILE_LOOP_FULL, head + _indented(_TILE_LOOP_FULL[len(_TILE_LOOP):], 4))]
 
 
 _NO_MASK_SELECTS = [("            scores = tl.where(allowed, scores, float(\"-inf\"))\n", ""),
