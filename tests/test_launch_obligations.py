@@ -39,6 +39,8 @@ VIOLATIONS = {
     "no-weight-quantization": dict(quantization="awq"),
     "no-autotuning": dict(autotune=True),
     "vosti-scheduler": dict(scheduler_cls="vllm.v1.core.sched.scheduler.Scheduler"),
+    "text-only-inputs": dict(multimodal_inputs=True),
+    "causal-text-attention": dict(prefix_lm_attention=True),
 }
 
 
@@ -155,3 +157,16 @@ def test_tensor_parallel_shards_the_linear_shapes():
     assert two["down_proj"] == (one["down_proj"][0], one["down_proj"][1] // 2)
     assert two["lm_head"] == (1024 // 2, one["lm_head"][1])
     assert two["qkv_proj"] == one["qkv_proj"] and two["o_proj"] == one["o_proj"]
+
+
+def test_prefix_lm_layers_follow_from_image_inputs_only_where_vosti_serves_the_text_tower():
+    """A multimodal prefix LM launched with images: with a text-tower loader (Gemma-3), --language-model-only
+    fixes both (the text tower has causal layers), so one cause is listed with the other beneath it; without
+    one, the prefix-LM layers stay after that fix and are a cause of their own."""
+    shipped = dict(architecture="Gemma3ForConditionalGeneration", multimodal_inputs=True, prefix_lm_attention=True)
+    with_loader = run_check(dataclasses.replace(GOOD, text_tower_loader=True, **shipped))
+    assert [f.obligation for f in with_loader] == ["text-only-inputs"]
+    assert [d.obligation for d in with_loader[0].derived] == ["causal-text-attention"]
+    without = run_check(dataclasses.replace(GOOD, **shipped))
+    assert [f.obligation for f in without] == ["text-only-inputs", "causal-text-attention"]
+    assert "text-tower loader" in without[1].fix and "bidirectional" in without[1].reason

@@ -55,12 +55,13 @@ def test_the_text_path_is_checked_like_the_text_model_it_is(gemma3_4b, tmp_path)
     assert all(s.ok for s in statuses), [(s.name, s.reason) for s in statuses if not s.ok]
     text = {**GEOMETRIES["gemma3-4b"]["text_config"], "architectures": ["Gemma3ForCausalLM"]}
     text_facts, text_statuses = check_model(_model_dir(tmp_path, "text", text), ARGS, platform="cuda")
-    same = {"model", "architecture", "extra"}
+    same = {"model", "architecture", "extra", "text_tower_loader"}   # what the shipped checkpoint is
     assert {k: v for k, v in dataclasses.asdict(facts).items() if k not in same} == \
         {k: v for k, v in dataclasses.asdict(text_facts).items() if k not in same}
     assert (facts.head_size, facts.num_q_heads, facts.num_kv_heads, facts.sliding_window, facts.vocab_size) == \
         (256, 8, 4, 1024, 262208)
     assert [s.name for s in statuses] == [s.name for s in text_statuses]
+    assert facts.text_tower_loader and not text_facts.text_tower_loader and not facts.prefix_lm_attention
 
 
 @pytest.mark.vllm

@@ -227,7 +227,18 @@ def _multimodal_inputs(f: LaunchFacts):
                    "(vosti proves the text decoder)",
                    fix="pass --language-model-only: vLLM then builds no encoder tower and serves the text path "
                        "(--limit-mm-per-prompt with 0 for every modality does the same)",
-                   fix_args=("--language-model-only",), fixed={"multimodal_inputs": False})
+                   fix_args=("--language-model-only",),
+                   fixed={"multimodal_inputs": False, **({"prefix_lm_attention": False} if f.text_tower_loader else {})})
+
+
+def _prefix_lm_attention(f: LaunchFacts):
+    if not f.prefix_lm_attention:
+        return None
+    return Refusal(f"{f.architecture or 'the model'} builds its attention layers for a multimodal prefix LM "
+                   "(bidirectional attention over image-token spans), a mask vosti's attention kernel does not "
+                   "implement (vLLM would refuse to pair those layers with the vosti backend)",
+                   fix=NOT_SUPPORTED_YET + "vosti has no text-tower loader for this architecture: serve a "
+                       "text-only checkpoint of the model")
 
 
 def _kernel_configs_verified(f: LaunchFacts):
@@ -274,6 +285,8 @@ BUILTIN_OBLIGATIONS = (
                "vosti turns it off; do not force it on", _refuse("cascade_attention", "cascade attention")),
     Obligation("text-only-inputs", "no multimodal inputs (the text path is what vosti proves)",
                "pass --language-model-only", _multimodal_inputs),
+    Obligation("causal-text-attention", "attention layers are causal text attention (no multimodal prefix LM)",
+               "serve a text-only checkpoint", _prefix_lm_attention, after=("text-only-inputs",)),
     Obligation("no-lora", "LoRA is off", "remove --enable-lora", _refuse("lora", "LoRA")),
     Obligation("no-kv-transfer", "no KV connector", "remove --kv-transfer-config", _refuse("kv_transfer", "KV transfer")),
     Obligation("no-pipeline-or-data-parallel", "pipeline and data parallel sizes are 1",

@@ -40,6 +40,8 @@ class LaunchFacts:
     kv_transfer: bool = False
     quantization: str | None = None
     multimodal_inputs: bool = False  # the launch takes images/video/audio (vLLM builds the encoder towers)
+    prefix_lm_attention: bool = False  # attention layers built for a multimodal prefix LM (bidirectional over images)
+    text_tower_loader: bool = False  # vosti serves this multimodal checkpoint's text tower when launched text only
     autotune: bool = False          # a launched kernel autotunes at run time (names in extra["autotuned_kernels"])
     extra: dict = field(default_factory=dict)
 

@@ -91,6 +91,8 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
     architecture = ",".join(getattr(mc.hf_config, "architectures", None) or [])
     multimodal_inputs = _accepts_multimodal_inputs(mc)
     stand_in = text_tower.stand_in_of(mc.hf_config)
+    prefix_lm = bool(getattr(mc, "is_mm_prefix_lm", False))
+    loader = stand_in is not None or (prefix_lm and text_tower.has_text_tower_loader(mc.hf_config))
     if stand_in is not None:    # a multimodal checkpoint built as its text tower: judged as shipped
         architecture, multimodal_inputs = stand_in.architecture, stand_in.multimodal_inputs
         extra["text_tower"] = stand_in.note()
@@ -127,6 +129,8 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
         kv_transfer=vllm_config.kv_transfer_config is not None,
         quantization=mc.quantization,
         multimodal_inputs=multimodal_inputs,
+        prefix_lm_attention=prefix_lm,
+        text_tower_loader=loader,
         autotune=bool(autotuned),
         extra=extra,
     )

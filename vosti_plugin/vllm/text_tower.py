@@ -160,6 +160,15 @@ def text_tower_stand_in(engine_args) -> TextTowerStandIn | None:
     return stand_in
 
 
+def has_text_tower_loader(hf_config) -> bool:
+    """Whether vosti serves this multimodal config's text tower when the launch is text only."""
+    text = hf_config.get_text_config()
+    if text is hf_config:
+        return False
+    architecture = _text_architecture(text)
+    return architecture is not None and _served_as(architecture) is not None
+
+
 def _served_as(text_architecture: str) -> str | None:
     """The registered text-tower architecture for this text architecture (None: none registered here)."""
     from vllm.model_executor.models.registry import ModelRegistry
