@@ -228,7 +228,8 @@ def _multimodal_inputs(f: LaunchFacts):
                    fix="pass --language-model-only: vLLM then builds no encoder tower and serves the text path "
                        "(--limit-mm-per-prompt with 0 for every modality does the same)",
                    fix_args=("--language-model-only",),
-                   fixed={"multimodal_inputs": False, **({"prefix_lm_attention": False} if f.text_tower_loader else {})})
+                   fixed={"multimodal_inputs": False,
+                          **({"prefix_lm_attention": False} if f.text_tower_loader else {})})
 
 
 def _prefix_lm_attention(f: LaunchFacts):
