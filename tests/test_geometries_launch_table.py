@@ -4,14 +4,15 @@ import json
 import subprocess
 
 from vosti_plugin.integration.geometries import GEOMETRIES, launches, table
+from vosti_plugin.vllm.launch_facts import cli_engine_kwargs
 from vosti_plugin.launch.obligations import Failure, LaunchRefused
 
 
 def test_vllm_args_after_the_separator_become_llm_kwargs():
     args = ["--dtype", "float32", "--max-num-batched-tokens", "512", "--language-model-only", "--enforce-eager"]
-    assert launches.cli_engine_kwargs(args) == {"dtype": "float32", "max_num_batched_tokens": 512,
+    assert cli_engine_kwargs(args) == {"dtype": "float32", "max_num_batched_tokens": 512,
                                              "language_model_only": True, "enforce_eager": True}
-    assert launches.cli_engine_kwargs([]) == {}
+    assert cli_engine_kwargs([]) == {}
 
 
 def test_launch_kwargs_select_vosti_on_dummy_weights_and_let_the_args_win(tmp_path):

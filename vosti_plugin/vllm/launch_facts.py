@@ -24,7 +24,6 @@ def build_offline_config(model: str, vllm_args: list[str]):
     """(vLLM config, TextTowerStandIn or None): a multimodal checkpoint whose vLLM module cannot be imported
     here (Gemma-3 without torchvision) is built as its text tower (vosti_plugin.vllm.text_tower)."""
     from vllm.engine.arg_utils import EngineArgs
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     from vosti_plugin import register, selection
     from vosti_plugin.vllm import compat, patches
@@ -32,13 +31,34 @@ def build_offline_config(model: str, vllm_args: list[str]):
 
     compat.require_supported_vllm()
     register()
-    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
-    args = parser.parse_args(["--model", model, "--attention-backend", "vosti", *vllm_args])
+    args = _engine_args_parser().parse_args(["--model", model, "--attention-backend", "vosti", *vllm_args])
     engine_args = EngineArgs.from_cli_args(args)
     selection.prepare_engine_args(engine_args)
     stand_in = text_tower_stand_in(engine_args)
     stock_create = patches.original(EngineArgs, "create_engine_config")   # no activation: nothing runs
     return stock_create(engine_args), stand_in
+
+
+def _engine_args_parser():
+    """vLLM's own `vllm serve` engine-args parser."""
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return EngineArgs.add_cli_args(FlexibleArgumentParser())
+
+
+def cli_engine_kwargs(vllm_args: list[str]) -> dict:
+    """`vllm serve` arguments as LLM keyword arguments, parsed by the parser the offline check uses:
+    `--foo-bar X` -> foo_bar=X typed as vLLM types it, a bare flag -> True; defaults are left out."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    parser = _engine_args_parser()
+    default = vars(parser.parse_args(["--model", "-"]))
+    given = vars(parser.parse_args(["--model", "-", *vllm_args]))
+    fields = {f.name for f in dataclasses.fields(EngineArgs)} - {"model"}
+    return {k: v for k, v in given.items() if k in fields and v != default[k]}
 
 
 def _name(x) -> str:
@@ -92,7 +112,8 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
     multimodal_inputs = _accepts_multimodal_inputs(mc)
     stand_in = text_tower.stand_in_of(mc.hf_config)
     prefix_lm = bool(getattr(mc, "is_mm_prefix_lm", False))
-    loader = stand_in is not None or (prefix_lm and text_tower.has_text_tower_loader(mc.hf_config))
+    loader = bool(stand_in.served_as) if stand_in is not None else \
+        prefix_lm and text_tower.has_text_tower_loader(mc.hf_config)
     if stand_in is not None:    # a multimodal checkpoint built as its text tower: judged as shipped
         architecture, multimodal_inputs = stand_in.architecture, stand_in.multimodal_inputs
         extra["text_tower"] = stand_in.note()

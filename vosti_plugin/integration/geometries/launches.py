@@ -56,22 +56,9 @@ def capped(config: dict, layers: int) -> dict:
     return out
 
 
-def cli_engine_kwargs(vllm_args: list[str]) -> dict:
-    """`vllm serve` arguments as LLM keyword arguments, parsed by vLLM's own engine-args parser (the one the
-    offline check uses): `--foo-bar X` -> foo_bar=X typed as vLLM types it, a bare flag -> True."""
-    import dataclasses
-
-    from vllm.engine.arg_utils import EngineArgs
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
-
-    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
-    default = vars(parser.parse_args(["--model", "-"]))
-    given = vars(parser.parse_args(["--model", "-", *vllm_args]))
-    fields = {f.name for f in dataclasses.fields(EngineArgs)} - {"model"}
-    return {k: v for k, v in given.items() if k in fields and v != default[k]}
-
-
 def launch_kwargs(model: Path, vllm_args: list[str], settings: LaunchSettings) -> dict:
+    from vosti_plugin.vllm.launch_facts import cli_engine_kwargs
+
     kv = {"kv_cache_memory_bytes": int(settings.kv_gib * 2**30)} if settings.kv_gib else {}
     return {"model": str(model), "attention_backend": "vosti", "load_format": "dummy", "skip_tokenizer_init": True,
             "max_model_len": settings.max_model_len, "gpu_memory_utilization": settings.gpu_share, **kv,
