@@ -1,6 +1,7 @@
 """Decode GEMM launch configs swept over every served geometry's layer shapes, on a CUDA GPU (#18, #20).
 
     python integration/gpu/decode_gemm_sweep.py --out DIR [--m 1,4,16] [--shapes N:K,...] [--budget-s 480]
+    python integration/gpu/decode_gemm_sweep.py --out DIR --small-mb 32   # small weights, any program count
 
 For each distinct (N, K) of the per-layer GEMMs (qkv, o, gate_up, down) of vosti_plugin.integration.geometries,
 times vosti's GEMM (`launch_matmul`) in bf16 at decode batch M under each candidate config (BLOCK_M 64, the
@@ -9,6 +10,12 @@ rule selects, and cuBLAS. A config is a function of (N, K) only, so whichever wi
 bits independent of M; the rule that picks it is written afterwards from this data (no autotuning at run
 time). Timer: dense_bench's (CUDA graphs over rotating weight copies larger than L2), best of 2 replays. Writes
 DIR/decode_gemm_sweep.json (one row per shape x config: µs per M) and prints the best config per shape.
+
+--small-mb X sweeps only the shapes whose weight is at most X MB, with narrow column tiles (16, 32) and no
+lower bound on the program count: a small weight is read in launch and memory latency, so what counts is how
+many programs share it and whether a second launch (the split-K combine) follows. Each of those configs' rows
+is also compared bit for bit with the tall TMA path's rows of the same inputs (512 rows, `tma_config` of the
+config), since a decode row must equal its prefill row.
 """
 from __future__ import annotations
 
@@ -63,7 +70,37 @@ def candidates(N: int, K: int):
     return out
 
 
-def sweep_shape(N: int, K: int, ms: list[int]) -> dict:
+def small_candidates(N: int, K: int):
+    from vosti_plugin.ops.matmul import MatmulConfig
+
+    out = []
+    for bn in (16, 32, 64, 128):
+        for bk in (64, 128, 256):
+            for split in (1, 2, 4, 8):
+                if K // split < max(128, bk) or math.ceil(N / bn) * split > 1200:
+                    continue
+                for stages in (3, 4):
+                    if bk * (64 + bn) * 2 * stages > SMEM_BYTES:
+                        continue
+                    out.append(MatmulConfig(block_m=64, block_n=bn, block_k=bk, split_k=split, num_warps=4,
+                                            num_stages=stages))
+    return out
+
+
+def rows_equal_tall(w, cfg) -> bool:
+    """Whether cfg's rows (a 16-row launch) equal the tall TMA path's rows of the same inputs, bit for bit."""
+    from vosti_plugin.ops import matmul
+
+    N, K = w.shape[1], w.shape[0]
+    x = torch.randn(matmul.TALL_MIN_ROWS, K, device="cuda").bfloat16()
+    tall = torch.empty(x.shape[0], N, device="cuda", dtype=torch.bfloat16)
+    matmul.launch_matmul_tma(x, w, None, tall, matmul.tma_config(cfg, torch.bfloat16))
+    short = torch.empty(16, N, device="cuda", dtype=torch.bfloat16)
+    matmul.launch_matmul(x[:16], w, None, short, cfg)
+    return torch.equal(tall[:16].view(torch.int16), short.view(torch.int16))
+
+
+def sweep_shape(N: int, K: int, ms: list[int], small: bool = False) -> dict:
     from vosti_plugin.ops import matmul
 
     wbytes = N * K * 2
@@ -75,15 +112,19 @@ def sweep_shape(N: int, K: int, ms: list[int]) -> dict:
     rows = []
     timed = dense_bench._graph_time_us
     cublas = {M: timed(lambda i, M=M: torch.matmul(xs[M], ws[i], out=outs[M]), n, reps=2) for M in ms}
-    for cfg in [shipped] + [c for c in candidates(N, K) if c != shipped]:
+    pool = small_candidates(N, K) if small else candidates(N, K)
+    for cfg in [shipped] + [c for c in pool if c != shipped]:
         us: dict = {}
+        row: dict = {"config": vars(cfg), "shipped": cfg == shipped}
         try:
             for M in ms:
                 us[M] = timed(lambda i, M=M, cfg=cfg: matmul.launch_matmul(xs[M], ws[i], None, outs[M], cfg), n,
                               reps=2)
+            if small:
+                row["bits_equal_tall"] = rows_equal_tall(ws[0], cfg)
         except Exception as exc:  # noqa: BLE001 - a config that does not compile or fit is data too
             us = {"error": repr(exc)[:160]}
-        rows.append({"config": vars(cfg), "shipped": cfg == shipped, "us": us})
+        rows.append({**row, "us": us})
     del ws
     torch.cuda.empty_cache()
     floor = wbytes / HBM_BYTES_PER_S * 1e6
@@ -101,12 +142,16 @@ def main() -> int:
     ap.add_argument("--m", default="1,4,16")
     ap.add_argument("--shapes", default="", help="N:K,... (default: every served geometry's layer shapes)")
     ap.add_argument("--budget-s", type=float, default=480, help="stop starting new shapes after this long")
+    ap.add_argument("--small-mb", type=float, default=0,
+                    help="only shapes whose weight is at most this many MB, with narrow tiles and any program count")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA GPU: this sweep measures GPU kernels", file=sys.stderr)
         return 2
     ms = [int(m) for m in a.m.split(",")]
     todo = [tuple(int(v) for v in s.split(":")) for s in a.shapes.split(",") if s] or shapes()
+    if a.small_mb:
+        todo = [(N, K) for N, K in todo if N * K * 2 <= a.small_mb * 1e6]
     random.Random(0).shuffle(todo)  # a sweep cut short by its budget still spans small and large shapes
     a.out.mkdir(parents=True, exist_ok=True)
     t0, results = time.perf_counter(), []
@@ -114,9 +159,9 @@ def main() -> int:
         if time.perf_counter() - t0 > a.budget_s:
             print(f"budget spent after {i - 1} of {len(todo)} shapes", flush=True)
             break
-        r = sweep_shape(N, K, ms)
+        r = sweep_shape(N, K, ms, small=bool(a.small_mb))
         results.append(r)
-        ok = [x for x in r["rows"] if "error" not in x["us"]]
+        ok = [x for x in r["rows"] if "error" not in x["us"] and x.get("bits_equal_tall", True)]
         best = min(ok, key=lambda x: _total(x, ms))
         shipped = next(x for x in r["rows"] if x["shipped"])
         c = best["config"]
@@ -126,7 +171,8 @@ def main() -> int:
 
         print(f"[{i}/{len(todo)} {time.perf_counter() - t0:5.0f}s] N={N:6d} K={K:6d} floor={r['floor_us']:6.1f} "
               f"cublas={per_m(r['cublas_us'])} shipped={per_m(shipped['us'])} best={per_m(best['us'])} "
-              f"bn{c['block_n']} bk{c['block_k']} s{c['split_k']} st{c['num_stages']} ({len(ok)} configs)", flush=True)
+              f"bn{c['block_n']} bk{c['block_k']} s{c['split_k']} st{c['num_stages']} ({len(ok)} configs, "
+              f"{sum(x.get('bits_equal_tall') is False for x in r['rows'])} unequal to the tall rows)", flush=True)
         (a.out / "decode_gemm_sweep.json").write_text(json.dumps(
             {"m": ms, "device": torch.cuda.get_device_name(), "shapes": results}))
     return 0
