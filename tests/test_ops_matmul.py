@@ -129,6 +129,27 @@ def test_config_never_depends_on_m_and_catalog_is_enumerable():
     assert matmul.select_config(128256, 4096, torch.bfloat16).split_k == 1
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_the_gpu_rule_reaches_only_configs_the_verifier_is_given(dtype):
+    proved = set(matmul.rule_configs())
+    shapes = [(N, K) for N in (64, 896, 1152, 2048, 2560, 4096, 4160, 6144, 8192, 8256, 28672, 262208)
+              for K in (64, 896, 1024, 2048, 3072, 4032, 4096, 6912, 14336, 28672)]
+    missing = [(N, K) for N, K in shapes if (matmul.rule_config(N, K, dtype), dtype) not in proved]
+    assert not missing, f"rule configs outside rule_configs(): {missing}"
+
+
+def test_small_weights_take_one_launch_with_enough_column_tiles():
+    """A small weight's GEMM is latency-bound: one launch (no split-K combine) unless K is at least twice N,
+    with the widest column tile that still gives 72 programs."""
+    for N, K in [(896, 896), (1152, 1024), (1536, 1152), (2560, 2048), (4096, 2560), (6144, 2048)]:
+        cfg = matmul.rule_config(N, K, torch.bfloat16)
+        assert cfg.split_k == 1, (N, K, cfg)
+        assert -(-N // cfg.block_n) >= 72 or cfg.block_n == 16, (N, K, cfg)
+        assert cfg.block_n == 64 or -(-N // (2 * cfg.block_n)) < 72, f"a wider tile gives enough programs: {N, K}"
+    assert matmul.rule_config(1024, 3072, torch.bfloat16).split_k > 1   # K >= 2N: split
+    assert matmul.rule_config(4096, 4096, torch.bfloat16).block_n == 64  # K 4096: the wide-shape rule
+
+
 def test_a_different_reduction_order_is_visible_in_the_bits():
     """Guards the invariance tests against being vacuous: changing only the K order (block_k / split)
     must change some output bits, so an M-dependent config choice would be caught."""

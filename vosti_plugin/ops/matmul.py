@@ -81,6 +81,17 @@ _F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
 _TARGET_PROGRAMS = 160  # a wave and a fifth on the H200's 132 SMs: more splits cost more than they stream
 _MIN_K_PER_SPLIT = 512
 _MAX_SPLIT = 16            # what 19 served geometries reach (integration/geometries); bounds the proved set
+# Small weights (N <= 8192, K < 4096, at most 32 MB in bf16) are read in launch and memory latency, not at the
+# copy rate: there a second launch (the split-K combine) costs more than a longer K loop, so they take one
+# launch with the widest column tile that still gives _SMALL_MIN_TILES programs, splitting K only when it is at
+# least twice N. From integration/gpu/decode_gemm_sweep.py --small-mb 32 on the H200 (26 shapes, M = 1 and 16,
+# 1911 configs, every one's rows equal to the tall path's): 1.05x the per-shape best, against 1.13x for the
+# wide-shape rule above; K of 4096 and more keeps that rule, whose splits win there.
+_B16_SMALL = dict(block_m=64, block_k=128, num_warps=4, num_stages=4)
+_SMALL_BLOCK_N = (64, 32, 16)
+_SMALL_MIN_TILES = 72
+_SMALL_MAX_K = 4096
+_SMALL_MAX_ELEMS = 16 * 2 ** 20
 
 
 def _split_for(N: int, K: int, block_n: int, block_k: int) -> int:
@@ -92,27 +103,43 @@ def _split_for(N: int, K: int, block_n: int, block_k: int) -> int:
     return split
 
 
+def _is_small(N: int, K: int) -> bool:
+    return N <= 8192 and K < _SMALL_MAX_K and N * K <= _SMALL_MAX_ELEMS
+
+
+def _small_config(N: int, K: int) -> MatmulConfig:
+    block_n = next((bn for bn in _SMALL_BLOCK_N if triton.cdiv(N, bn) >= _SMALL_MIN_TILES), _SMALL_BLOCK_N[-1])
+    split = _split_for(N, K, block_n, _B16_SMALL["block_k"]) if K >= 2 * N else 1
+    return MatmulConfig(block_n=block_n, split_k=split, **_B16_SMALL)
+
+
 def rule_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
     """Config for any (N, K, dtype) that has no catalog entry: a pure function of its arguments."""
     if dtype == torch.float32:
         if interpreting():
             return MatmulConfig(split_k=1, **_F32_CPU)
         return MatmulConfig(block_m=64, block_n=64, block_k=32, split_k=1, num_warps=4, num_stages=3)
+    if _is_small(N, K):
+        return _small_config(N, K)
     base = _B16_NARROW if N <= 8192 else _B16_WIDE
     return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"]), **base)
 
 
+def _splits(top: int) -> list[int]:
+    return [1 << i for i in range(top.bit_length()) if 1 << i <= top]
+
+
 def rule_configs() -> list[tuple[MatmulConfig, torch.dtype]]:
-    """Every config `rule_config` can return for some (N, K) on a GPU: both tile bases with every split
-    count `_split_for` can reach (powers of two up to _MAX_SPLIT), so any decoder geometry's GEMMs launch
-    configs the verifier proved."""
+    """Every config `rule_config` can return for some (N, K) on a GPU: both wide-shape tile bases with every
+    split count `_split_for` can reach (powers of two up to _MAX_SPLIT), and the small-weight tiles with the
+    splits a K under _SMALL_MAX_K allows, so any decoder geometry's GEMMs launch configs the verifier proved."""
+    small_top = (_SMALL_MAX_K - 1) // _MIN_K_PER_SPLIT  # K // (2 * split) >= 512 before the last doubling
     configs = []
     for dtype in (torch.bfloat16, torch.float16):
         for base in (_B16_NARROW, _B16_WIDE):
-            split = 1
-            while split <= _MAX_SPLIT:
-                configs.append((MatmulConfig(split_k=split, **base), dtype))
-                split *= 2
+            configs += [(MatmulConfig(split_k=split, **base), dtype) for split in _splits(_MAX_SPLIT)]
+        configs += [(MatmulConfig(block_n=bn, split_k=split, **_B16_SMALL), dtype)
+                    for bn in _SMALL_BLOCK_N for split in _splits(small_top)]
     return configs
 
 
