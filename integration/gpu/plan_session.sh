@@ -7,7 +7,7 @@
 # (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need),
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # geometries-launch (a real vLLM engine per geometry, 2 layers, 4 at once: accepted yes/no, launch and generate s, #18),
-# harness-new (four new geometries, gpu-quick scale), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
+# harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which), bench-attn, bench-long
@@ -73,9 +73,9 @@ for step in $STEPS; do
       timeout 560 python3 -m vosti_plugin.integration.geometries.table --launch ${GEOMETRY_MODELS:+--models $GEOMETRY_MODELS} \
         --out "$R/geometries-launch" > "$R/geometries-launch.log" 2>&1
       log "geometries-launch rc=$?" ;;
-    harness-new)
+    harness-new)   # HARNESS_MODELS=a,b: other models (e.g. those whose GEMM configs a change moved)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
-        --models llama32-3b-l8,qwen25-7b-l8,phi3-mini-l8,llama32-1b-l8 --worker-timeout 840 \
+        --models ${HARNESS_MODELS:-llama32-3b-l8,qwen25-7b-l8,phi3-mini-l8,llama32-1b-l8} --worker-timeout 840 \
         --out "$R/harness-new" > "$R/harness-new.log" 2>&1; log "harness-new rc=$?" ;;
     harness-base)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
@@ -156,6 +156,10 @@ for step in $STEPS; do
       python3 -m vosti_plugin.integration.bench.grid --throughput "$R"/bench-llama/tp_*.json "$R"/bench-gemma/tp_*.json \
         --agentic "$R"/agentic/ag_*.json --startup "$R"/startup/tp_*.json --vosti-mode $V --out "$R/grid" \
         > "$R/grid.log" 2>&1; log "grid-summary rc=$?" ;;
+    bench-decode-gemma)   # decode at contexts 0 and 1K, batch 1/4/16: vosti vs stock default, Gemma-3-4B (#18 small-weight GEMMs)
+      env OUT="$R/bench-decode-gemma" MODEL=gemma3-4b BENCH_MODES="vosti default" CONTEXTS=0,1024 BATCHES=1,4,16 \
+        DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench > "$R/bench-decode-gemma.log" 2>&1
+      log "bench-decode-gemma done" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
         MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;

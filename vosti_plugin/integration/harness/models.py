@@ -96,9 +96,11 @@ MODELS: dict[str, ModelSpec] = {
     "qwen3-8b": ModelSpec("qwen3-8b", QWEN3_8B, description="Qwen3-8B geometry (qk-norm), re-drawn weights"),
 }
 # Geometries outside the original catalog, 8 layers deep (every per-layer shape is the checkpoint's):
-# GQA 3, GQA 7 with qkv bias, head dim 96, head dim 64 with tied embeddings.
+# GQA 3, GQA 7 with qkv bias, head dim 96, head dim 64 with tied embeddings, a small weight whose K is twice N
+# (its decode GEMM splits K).
 for _name, _why in (("llama32-3b", "3 queries per KV head"), ("qwen25-7b", "7 queries per KV head, qkv bias"),
-                    ("phi3-mini", "head dim 96"), ("llama32-1b", "head dim 64, tied embeddings")):
+                    ("phi3-mini", "head dim 96"), ("llama32-1b", "head dim 64, tied embeddings"),
+                    ("qwen3-0.6b", "o projection 2048 -> 1024, split K on a small weight")):
     MODELS[f"{_name}-l8"] = ModelSpec(f"{_name}-l8", {**shallow(_name, 8), "max_position_embeddings": 32768 + 256},
                                       description=f"{_name} geometry, 8 layers ({_why}), re-drawn weights")
 
