@@ -7,7 +7,7 @@
 # (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need),
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # geometries-launch (a real vLLM engine per geometry, 2 layers, 4 at once: accepted yes/no, launch and generate s, #18),
-# harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, harness-base (Llama + Gemma, gpu-quick), smoke-bench,
+# harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, bench-step-budget (#20: engine steps of 8192/16384 tokens), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which), bench-attn, bench-long
@@ -160,6 +160,15 @@ for step in $STEPS; do
       env OUT="$R/bench-decode-gemma" MODEL=gemma3-4b BENCH_MODES="vosti default" CONTEXTS=0,1024 BATCHES=1,4,16 \
         DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench > "$R/bench-decode-gemma.log" 2>&1
       log "bench-decode-gemma done" ;;
+    bench-step-budget)   # prefill/decode with engine steps of 2048 (vosti's default), 8192 and 16384 tokens (stock's), Llama-3.1-8B, batch 4 (#20)
+      for b in ${STEP_BUDGETS:-8192 16384}; do
+        env OUT="$R/bench-step-budget/$b" MODEL=llama31-8b BENCH_MODES="vosti" CONTEXTS=1024,8192,16384 BATCHES=4 \
+          DECODE=64 REPEATS=2 BENCH_ARGS="--max-num-batched-tokens $b" MODE_TIMEOUT=300 \
+          bash integration/gpu/session.sh bench > "$R/bench-step-budget-$b.log" 2>&1
+      done
+      env OUT="$R/bench-step-budget/2048" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192,16384 BATCHES=4 \
+        DECODE=64 REPEATS=2 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench > "$R/bench-step-budget-2048.log" 2>&1
+      log "bench-step-budget done" ;;
     smoke-bench)
       env OUT="$R/smoke-bench" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=128 \
         MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/smoke-bench.log" 2>&1; log "smoke-bench done" ;;

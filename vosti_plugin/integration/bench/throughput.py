@@ -116,6 +116,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batches", default="1,4,16")
     ap.add_argument("--decode-tokens", type=int, default=128)
     ap.add_argument("--max-model-len", type=int, default=20000)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=None,
+                    help="tokens per engine step (default: the engine's, which vosti sets to 2048)")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
     ap.add_argument("--dtype", default="bfloat16", help="float32 for a CPU smoke run (vosti on CPU is fp32)")
     ap.add_argument("--warmup-prefill", type=int, default=2048, help="prompt tokens of the warm-up prefill")
@@ -132,6 +134,8 @@ def main(argv=None) -> int:
     kw = dict(model=str(model_dir), load_format=load_format, skip_tokenizer_init=True, dtype=a.dtype,
               max_model_len=a.max_model_len, gpu_memory_utilization=0.85, enable_prefix_caching=True,
               seed=0, max_num_seqs=64, enforce_eager=a.eager)
+    if a.max_num_batched_tokens is not None:
+        kw["max_num_batched_tokens"] = a.max_num_batched_tokens
     kw.update(engine_kwargs(a.mode, a.backend))
     caches = compile_cache_entries()
     t0 = time.perf_counter()
