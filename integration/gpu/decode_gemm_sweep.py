@@ -50,41 +50,23 @@ def shapes() -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def candidates(N: int, K: int):
+def _configs(N: int, K: int, block_ns, block_ks, splits, min_k: int, programs_ok) -> list:
+    """Configs with BLOCK_M 64 and 4 warps whose split keeps at least min_k (and block_k) of K per split, whose
+    program count passes programs_ok, and whose operand stages fit in shared memory."""
     from vosti_plugin.ops.matmul import MatmulConfig
 
-    out = []
-    for bn in (32, 64, 128):
-        for bk in (64, 128):
-            for split in (1, 2, 4, 8, 16):
-                if K // split < max(256, bk):
-                    continue
-                programs = math.ceil(N / bn) * split
-                if not 128 <= programs <= 1100:
-                    continue
-                for stages in (3, 4):
-                    if bk * (64 + bn) * 2 * stages > SMEM_BYTES:
-                        continue
-                    out.append(MatmulConfig(block_m=64, block_n=bn, block_k=bk, split_k=split, num_warps=4,
-                                            num_stages=stages))
-    return out
+    return [MatmulConfig(block_m=64, block_n=bn, block_k=bk, split_k=split, num_warps=4, num_stages=stages)
+            for bn in block_ns for bk in block_ks for split in splits
+            if K // split >= max(min_k, bk) and programs_ok(math.ceil(N / bn) * split)
+            for stages in (3, 4) if bk * (64 + bn) * 2 * stages <= SMEM_BYTES]
+
+
+def candidates(N: int, K: int):
+    return _configs(N, K, (32, 64, 128), (64, 128), (1, 2, 4, 8, 16), 256, lambda p: 128 <= p <= 1100)
 
 
 def small_candidates(N: int, K: int):
-    from vosti_plugin.ops.matmul import MatmulConfig
-
-    out = []
-    for bn in (16, 32, 64, 128):
-        for bk in (64, 128, 256):
-            for split in (1, 2, 4, 8):
-                if K // split < max(128, bk) or math.ceil(N / bn) * split > 1200:
-                    continue
-                for stages in (3, 4):
-                    if bk * (64 + bn) * 2 * stages > SMEM_BYTES:
-                        continue
-                    out.append(MatmulConfig(block_m=64, block_n=bn, block_k=bk, split_k=split, num_warps=4,
-                                            num_stages=stages))
-    return out
+    return _configs(N, K, (16, 32, 64, 128), (64, 128, 256), (1, 2, 4, 8), 128, lambda p: p <= 1200)
 
 
 def rows_equal_tall(w, cfg) -> bool:
