@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from vosti_plugin.integration.bench import grid
 from vosti_plugin.integration.bench import report as bench_report
 from vosti_plugin.integration.harness import report as harness_report
 from vosti_plugin.integration.harness.merge import markdown, merge_runs
@@ -60,14 +61,19 @@ def test_harness_table_rebuilds_from_the_tracked_summaries():
     assert markdown(cells, labels) == (RESULTS / "h200-harness" / "TABLE.md").read_text()
 
 
-@pytest.mark.parametrize("run, kind", [("bench-llama", "throughput"), ("bench-gemma", "throughput"),
-                                       ("agentic", "agentic")])
+@pytest.mark.parametrize("run, kind", [("bench-gemma", "throughput"), ("agentic", "agentic")])
 def test_bench_tables_rebuild_from_the_tracked_summaries(tmp_path, run, kind):
     bench_report.main([f"--{kind}", str(RESULTS / "h200-s4" / run / "summary.json"), "--out", str(tmp_path),
                        "--no-plot"])
     assert (tmp_path / "bench.md").read_text() == (RESULTS / "h200-s4" / run / "bench.md").read_text()
     assert json.loads((tmp_path / "summary.json").read_text()) == \
         json.loads((RESULTS / "h200-s4" / run / "summary.json").read_text())
+
+
+def test_grid_tables_rebuild_from_the_tracked_summary(tmp_path):
+    run = RESULTS / "h200-s16" / "grid"
+    assert grid.main(["--summary", str(run / "summary.json"), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "grid.md").read_text() == (run / "grid.md").read_text()
 
 
 def _comparison(cls, case, match):

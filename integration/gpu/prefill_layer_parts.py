@@ -1,0 +1,143 @@
+"""One prefill step of a served geometry, by part, on a CUDA GPU: each decoder layer's four GEMMs (vosti's
+`linear` against cuBLAS) and its attention (vosti's `paged_attention`, split and fused path) for a chunk of
+`--tokens` query tokens over a cached prefix of `--context` tokens.
+
+    python integration/gpu/prefill_layer_parts.py --model gemma3-4b --context 8192 --out $OUT/parts.json
+    python integration/gpu/prefill_layer_parts.py --cpu-smoke --out /tmp/parts.json   # logic check, no GPU
+
+Per part, after a warm-up: `gpu`, the CUDA-event mean over back-to-back calls, and `host`, the time the calls
+took to enqueue. Then a whole step's GEMMs and attention (every layer, Gemma-3's window and global layers)
+back to back, as an eager engine step launches them (norms, rotary, KV writes and the sampler left out): its
+host time above its GPU time means the step is launch-bound. Set it beside a step of the throughput bench.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+if "--cpu-smoke" in sys.argv:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402
+
+# hidden, intermediate, q heads, kv heads, head_dim, layers, (window, window layers) or None
+GEOMETRIES = {
+    "llama31-8b": (4096, 14336, 32, 8, 128, 32, None),
+    "gemma3-4b": (2560, 10240, 8, 4, 256, 34, (1024, 29)),
+    "qwen3-8b": (4096, 12288, 32, 8, 128, 36, None),
+    "smoke": (64, 96, 4, 2, 32, 2, (16, 1)),  # --cpu-smoke: the interpreter in fp32
+}
+
+
+def _time(fn, repeats: int, device: str = "cuda") -> dict:
+    """Mean ms per call: `gpu` from CUDA events around back-to-back calls, `host` the time the calls took
+    to enqueue (a part whose host time is above its GPU time is launch-bound in an eager engine step)."""
+    fn()
+    if device == "cpu":  # the interpreter runs each launch to completion: host and device time are one
+        t0 = time.perf_counter()
+        for _ in range(repeats):
+            fn()
+        ms = round((time.perf_counter() - t0) * 1e3 / repeats, 4)
+        return {"gpu": ms, "host": ms}
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    host = time.perf_counter() - t0
+    end.record()
+    torch.cuda.synchronize()
+    return {"gpu": round(start.elapsed_time(end) / repeats, 4), "host": round(host * 1e3 / repeats, 4)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(GEOMETRIES), default="gemma3-4b")
+    ap.add_argument("--context", type=int, default=8192, help="cached tokens before the chunk")
+    ap.add_argument("--tokens", type=int, default=2048, help="query tokens in the step (one sequence)")
+    ap.add_argument("--page-size", type=int, default=64, help="vosti's deployed page (block) size")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--cpu-smoke", action="store_true", help="a tiny geometry through the interpreter in fp32")
+    args = ap.parse_args()
+    if args.cpu_smoke:
+        args.model, args.context, args.tokens, args.page_size, args.repeats = "smoke", 40, 24, 16, 1
+    elif not torch.cuda.is_available():
+        print("FAIL: no CUDA device")
+        return 1
+    from vosti_plugin.attention.config import select_config
+    from vosti_plugin.attention.paged_attention import paged_attention
+    from vosti_plugin.ops.matmul import linear
+
+    hidden, inter, hq, hkv, d, layers, window = GEOMETRIES[args.model]
+    dt, dev = (torch.float32, "cpu") if args.cpu_smoke else (torch.bfloat16, "cuda")
+    gen = torch.Generator(device=dev).manual_seed(0)
+    shapes = {"qkv": ((hq + 2 * hkv) * d, hidden), "o": (hidden, hq * d), "gate_up": (2 * inter, hidden),
+              "down": (hidden, inter)}
+    weights = {n: (torch.randn(nk[0], nk[1], generator=gen, device=dev) / math.sqrt(nk[1])).to(dt)
+               for n, nk in shapes.items()}
+    inputs = {n: torch.randn(args.tokens, nk[1], generator=gen, device=dev).to(dt) for n, nk in shapes.items()}
+    gemms = {}
+    for name, (n, k) in shapes.items():
+        x, w = inputs[name], weights[name]
+        gemms[name] = {"vosti": _time(lambda: linear(x, w), args.repeats, dev),
+                       "cublas": _time(lambda: torch.nn.functional.linear(x, w), args.repeats, dev)}
+        print(f"{name:8s} {n}x{k} M={args.tokens}: vosti {gemms[name]['vosti']}, cuBLAS {gemms[name]['cublas']} ms",
+              flush=True)
+
+    seq_len = args.context + args.tokens
+    pages = -(-seq_len // args.page_size)
+    k_cache = torch.randn(pages, args.page_size, hkv, d, generator=gen, device=dev).to(dt)
+    v_cache = torch.randn(pages, args.page_size, hkv, d, generator=gen, device=dev).to(dt)
+    block_table = torch.randperm(pages, generator=gen, device=dev).to(torch.int32).reshape(1, pages)
+    seq_lens = torch.tensor([seq_len], dtype=torch.int32, device=dev)
+    qsl = torch.tensor([0, args.tokens], dtype=torch.int32, device=dev)
+    q = torch.randn(args.tokens, hq, d, generator=gen, device=dev).to(dt)
+    out = torch.empty_like(q)
+    cfg = select_config(d, hq, hkv, args.page_size, dt)
+    kinds = {"global": None} if window is None else {"window": window[0], "global": None}
+
+    def attend(w, path):
+        paged_attention(q, k_cache, v_cache, block_table, seq_lens, qsl, out, scale=d ** -0.5, config=cfg,
+                        sliding_window=w, max_seqlen_k=seq_len, path=path)
+
+    attention = {}
+    for kind, w in kinds.items():
+        for path in ("split", "fused"):
+            attention[f"{kind}_{path}"] = _time(lambda: attend(w, path), args.repeats, dev)
+            print(f"attention {kind} {path}: {attention[f'{kind}_{path}']} ms", flush=True)
+
+    window_layers = window[1] if window else 0
+    layer_kinds = ["window"] * window_layers + ["global"] * (layers - window_layers)
+
+    def step(gemm):
+        for kind in layer_kinds:
+            for name in shapes:
+                gemm(inputs[name], weights[name])
+            attend(kinds[kind], "split")
+
+    # a step's GEMMs and attention back to back, as an eager engine step launches them
+    sequence = {"vosti": _time(lambda: step(linear), 2, dev), "cublas_gemms": _time(lambda: step(torch.nn.functional.linear), 2, dev)}
+    print(f"step of {layers} layers (GEMMs + attention): vosti {sequence['vosti']}, with cuBLAS GEMMs "
+          f"{sequence['cublas_gemms']} ms", flush=True)
+    summary = {"model": args.model, "context": args.context, "tokens": args.tokens, "page_size": args.page_size,
+               "tma_gemm": os.environ.get("VOSTI_TMA_GEMM", "") != "0",
+               "config": {"block_m": cfg.block_m, "block_n": cfg.block_n, "segment": cfg.segment,
+                          "num_warps": cfg.num_warps},
+               "per_layer_ms": {"gemm": gemms, "attention": attention}, "step_ms": sequence,
+               "step_tok_s": {k: round(args.tokens / (max(v["gpu"], v["host"]) / 1e3)) for k, v in sequence.items()}}
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            json.dump(summary, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
