@@ -227,8 +227,26 @@ def _log_path_once(path: str, capacity: int, max_model_len: int, max_graph_token
         log.warning("vosti attention: fused path for max_model_len %d: the split-KV workspace of a %d-token "
                     "CUDA-graph step exceeds %.0f%% of device memory, so decode runs one program per query "
                     "block and KV head (slow at long context); a smaller --max-model-len or "
-                    "--max-cudagraph-capture-size keeps the split path", max_model_len, max_graph_tokens,
+                    "--max-num-seqs keeps the split path", max_model_len, max_graph_tokens,
                     100 * split_workspace_share())
+
+
+def graph_attention_tokens(mode, *, eager: bool, capture: int, max_num_seqs: int, max_num_tokens: int,
+                           decode_query_len: int = 1) -> int:
+    """The most query tokens of a step whose attention a CUDA graph may replay (1 when none does).
+
+    This backend supports full graphs of uniform decode steps only (UNIFORM_SINGLE_TOKEN_DECODE), so vLLM
+    downgrades a mode with full graphs of mixed steps to FULL_AND_PIECEWISE or FULL_DECODE_ONLY, and
+    captures full graphs only at capture sizes up to max_num_seqs x the decode query length (0.26 and 0.32:
+    CudagraphDispatcher.initialize_cudagraph_keys). Piecewise graphs split at attention, which runs
+    eagerly between them, so they may hold steps up to the capture size without bounding this. A PIECEWISE
+    mode keeps the bound of the capture size: whether its splitting ops leave attention out is not known here."""
+    name = getattr(mode, "name", str(mode)) if mode is not None else "NONE"
+    if eager or name == "NONE":
+        return 1
+    if hasattr(mode, "has_full_cudagraphs") and mode.has_full_cudagraphs():
+        return max(1, min(max_num_tokens, capture or max_num_tokens, max_num_seqs * decode_query_len))
+    return min(max_num_tokens, max(capture, max_num_seqs))
 
 
 class VostiAttentionImpl(_AttentionImpl):
@@ -287,12 +305,12 @@ class VostiAttentionImpl(_AttentionImpl):
         self.page_size = vllm_config.cache_config.block_size
         # The largest step a CUDA graph may replay must be a single launch (its plan is fixed at capture).
         cc = vllm_config.compilation_config
-        mode = getattr(cc, "cudagraph_mode", None)
-        graphs = mode is not None and getattr(mode, "name", str(mode)) != "NONE" \
-            and not vllm_config.model_config.enforce_eager
-        capture = getattr(cc, "max_cudagraph_capture_size", None) or 0
-        self.max_graph_tokens = (min(self.max_num_tokens, max(capture, vllm_config.scheduler_config.max_num_seqs))
-                                 if graphs else 1)
+        spec = vllm_config.speculative_config
+        self.max_graph_tokens = graph_attention_tokens(
+            getattr(cc, "cudagraph_mode", None), eager=vllm_config.model_config.enforce_eager,
+            capture=getattr(cc, "max_cudagraph_capture_size", None) or 0,
+            max_num_seqs=vllm_config.scheduler_config.max_num_seqs, max_num_tokens=self.max_num_tokens,
+            decode_query_len=1 + (getattr(spec, "num_speculative_tokens", 0) or 0 if spec is not None else 0))
         self._capacity = 0
 
     def _launch_config(self, page_size: int, dtype: torch.dtype, device: torch.device):
@@ -391,6 +409,11 @@ class VostiAttentionImpl(_AttentionImpl):
                             max_seqlen_k=bound, workspace=workspace, path=self._path, max_seq_len=max_seq_len)
 
         if self._path == "split" and n > capacity:
+            if query.is_cuda and torch.cuda.is_current_stream_capturing():
+                raise RuntimeError(
+                    f"vosti: a CUDA graph is capturing a {n}-token attention step, more than one split launch "
+                    f"holds ({capacity}); the graph-step bound ({self.max_graph_tokens} tokens) is wrong for this "
+                    f"vLLM. Run with --enforce-eager or a smaller --max-num-seqs.")
             if attn_metadata.query_start_loc_cpu is None:
                 raise RuntimeError("vosti: a step larger than the split workspace needs query_start_loc_cpu")
             run_in_launches(launch, q, out, attn_metadata.block_table, attn_metadata.seq_lens,
