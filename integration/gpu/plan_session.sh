@@ -13,6 +13,7 @@
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which), bench-attn, bench-long
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
+# prefill-parts and bench-capture (#20: what an eager prefill step's host time costs),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary").
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
@@ -156,6 +157,20 @@ for step in $STEPS; do
       python3 -m vosti_plugin.integration.bench.grid --throughput "$R"/bench-llama/tp_*.json "$R"/bench-gemma/tp_*.json \
         --agentic "$R"/agentic/ag_*.json --startup "$R"/startup/tp_*.json --vosti-mode $V --out "$R/grid" \
         > "$R/grid.log" 2>&1; log "grid-summary rc=$?" ;;
+    prefill-parts)   # one prefill step by part, host and GPU time: GEMMs vs cuBLAS, attention split/fused (#20)
+      mkdir -p "$R/prefill-parts"
+      for m in gemma3-4b llama31-8b; do for c in 1024 8192; do
+        timeout 120 python3 integration/gpu/prefill_layer_parts.py --model $m --context $c \
+          --out "$R/prefill-parts/$m-$c.json" >> "$R/prefill-parts.log" 2>&1
+      done; done; log "prefill-parts done" ;;
+    bench-capture)   # prefill steps as piecewise CUDA graphs (capture size 2048) vs vosti's default and stock (#20)
+      for m in gemma3-4b llama31-8b; do
+        env OUT="$R/bench-capture/$m" MODEL=$m BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=64 \
+          REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench > "$R/bench-capture-$m.log" 2>&1
+        env OUT="$R/bench-capture/$m-cg2048" MODEL=$m BENCH_MODES=vosti CONTEXTS=1024,8192 BATCHES=4 DECODE=64 \
+          REPEATS=1 MODE_TIMEOUT=400 BENCH_ARGS="--max-cudagraph-capture-size 2048" bash integration/gpu/session.sh bench \
+          > "$R/bench-capture-$m-cg2048.log" 2>&1
+      done; log "bench-capture done" ;;
     bench-decode-gemma)   # decode at contexts 0 and 1K, batch 1/4/16: vosti vs stock default, Gemma-3-4B (#18 small-weight GEMMs)
       env OUT="$R/bench-decode-gemma" MODEL=gemma3-4b BENCH_MODES="vosti default" CONTEXTS=0,1024 BATCHES=1,4,16 \
         DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench > "$R/bench-decode-gemma.log" 2>&1

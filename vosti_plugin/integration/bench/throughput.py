@@ -118,6 +118,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-model-len", type=int, default=20000)
     ap.add_argument("--max-num-batched-tokens", type=int, default=None,
                     help="tokens per engine step (default: the engine's, which vosti sets to 2048)")
+    ap.add_argument("--max-cudagraph-capture-size", type=int, default=None,
+                    help="largest step replayed as a (piecewise) CUDA graph; at 2048, vosti's prefill steps are "
+                         "graphs too, with attention run eagerly between the pieces (default: the engine's)")
     ap.add_argument("--eager", action="store_true", help="no CUDA graphs / torch.compile")
     ap.add_argument("--dtype", default="bfloat16", help="float32 for a CPU smoke run (vosti on CPU is fp32)")
     ap.add_argument("--warmup-prefill", type=int, default=2048, help="prompt tokens of the warm-up prefill")
@@ -136,12 +139,16 @@ def main(argv=None) -> int:
               seed=0, max_num_seqs=64, enforce_eager=a.eager)
     if a.max_num_batched_tokens is not None:
         kw["max_num_batched_tokens"] = a.max_num_batched_tokens
+    if a.max_cudagraph_capture_size is not None:
+        kw["compilation_config"] = {"max_cudagraph_capture_size": a.max_cudagraph_capture_size}
     kw.update(engine_kwargs(a.mode, a.backend))
     caches = compile_cache_entries()
     t0 = time.perf_counter()
     llm = LLM(**kw)
     res = {"mode": a.mode, "backend": a.backend, "model": a.model, "startup_s": time.perf_counter() - t0,
            "compile_caches_at_start": caches, "eager": a.eager, "rows": []}
+    if a.max_cudagraph_capture_size is not None:
+        res["max_cudagraph_capture_size"] = a.max_cudagraph_capture_size
     page_size = llm.llm_engine.vllm_config.cache_config.block_size
     bytes_per_elem = 4 if a.dtype == "float32" else 2
     res["attention_impls"] = sorted(set(sum(llm.apply_model(attention_impl_names), [])))
