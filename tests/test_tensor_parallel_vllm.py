@@ -25,7 +25,10 @@ from tp2_run import LONG  # noqa: E402
 def tp_run(tiny_model_path, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tp")
     cert, out = tmp / "certificate.json", tmp / "run.json"
-    env = {**os.environ, "VOSTI_CERTIFICATE": str(cert)}
+    # this checkout's package first, whichever checkout the environment's install points at
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "VOSTI_CERTIFICATE": str(cert),
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
     proc = subprocess.run([sys.executable, str(Path(__file__).parent / "tp2_run.py"), str(tiny_model_path), str(out)],
                           env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]

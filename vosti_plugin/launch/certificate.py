@@ -13,6 +13,8 @@ TRUSTED_BASE = (
     "the translation of kernel source into the verifier's IR",
     "the vLLM engine/kernel interface (metadata passed to the kernels is what the engine scheduled)",
     "ops outside the vosti kernels are per-element (activations, rotary embedding, embedding lookup)",
+    "a tl.dot element depends on its row, its column and its reduction order only, not on the tile shape or the "
+    "warps (prefill GEMM tiles against decode tiles; checked on the GPU by integration/gpu/tall_gemm_check.py)",
 )
 NOT_PROMISED = (
     "agreement across dtypes, kernel configs, compiler versions or hardware",

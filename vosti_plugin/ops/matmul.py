@@ -251,7 +251,10 @@ _jit_options = {} if interpreting() else {"launch_metadata": _launch_metadata}
 # bias, N, K and config give row x of L the bits of R's row whenever their `a` rows are equal.
 # Why: row x is computed by program (x // BLOCK_M, n) at tile row x % BLOCK_M; its accumulator runs
 # over k0 = 0, BLOCK_K, ... < K in that order whatever M is; rows >= M are masked loads of 0 and
-# masked stores, and never mix into another row's accumulator.
+# masked stores, and never mix into another row's accumulator. mm_kernel's goal is also proved across
+# tiles (catalog `cross`: a split-1 config's tall launch, bigger BLOCK_M/BLOCK_N, against its decode
+# launch): the K loop does not see the tile shape, and each tl.dot element is trusted to depend only on
+# its row, its column and BLOCK_K (the check a same-K-order GPU run makes: tall_gemm_check.py).
 _ROW_PRE = ("R.M == 1", "0 <= x < L.M")  # row x of a launch of any M vs a launch of one row
 # The kernels index K and N in int32 (only rows are int64): the element offsets of b, and a's and c's
 # column offsets, must fit int32 (the verifier's int-overflow obligation needs these).
@@ -259,12 +262,13 @@ _I32 = 2 ** 31
 _INT32_OFFSETS = tuple(c.format(S=S, I=_I32) for S in "LR" for c in (
     "(K - 1) * {S}.stride_ak < {I}", "(K - 1) * {S}.stride_bk + (N - 1) * {S}.stride_bn < {I}",
     "(N - 1) * {S}.stride_cn < {I}"))
-def _row_goal(a: str, b: str, same: tuple[str, ...]):
-    """Row x of an M-row launch equals the one-row launch's row, given equal a rows, b and bias."""
+def _row_goal(a: str, b: str, same: tuple[str, ...], across: tuple[str, ...] = ()):
+    """Row x of an M-row launch equals the one-row launch's row, given equal a rows, b and bias (with
+    `across`, also when the two launches' tiles differ in those constexprs)."""
     return goal("row_invariance", same=same,
                 pre=_ROW_PRE + (f"L.{a}[x, :] == R.{a}[0, :]", f"L.{b}[:, :] == R.{b}[:, :]",
                                 "L.bias_ptr[:] == R.bias_ptr[:]"),
-                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",))
+                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",), across=across)
 
 
 _SPLIT_ROWS_INT32 = tuple(f"SPLIT_K * {S}.M < {_I32}" for S in "LR")  # split * M is formed in int32
@@ -277,7 +281,7 @@ _SPLIT_WORKSPACE = tuple(f"{S}.PR == SPLIT_K * {S}.M" for S in "LR")  # part hol
             "bias_ptr": tensor(("N",), (1,)),
             "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
     grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
-    verif=[_row_goal("a_ptr", "b_ptr", same=("N", "K"))],
+    verif=[_row_goal("a_ptr", "b_ptr", same=("N", "K"), across=("BLOCK_M", "BLOCK_N"))],
     bounds=_INT32_OFFSETS,
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
@@ -740,9 +744,17 @@ def verifier_catalog() -> list[dict]:
         tma += [({**base, "HAS_BIAS": hb}, dataclasses.asdict(cfg)) for hb in (False, True)]
     combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": _COMBINE_BLOCK_M, "BLOCK_N": _COMBINE_BLOCK_N},
                 fam) for c, fam in split for hb in (False, True)]
-    return [{"family": "matmul", "kernel": k, "configs": _unique(c)} for k, c in (
+    # a split-1 config's tall launch is mm_kernel again with bigger tiles: its rows against the decode tiles'
+    cross = _unique([({**c, "BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, c, dataclasses.asdict(t))
+                     for cfg, dtype in cfgs if cfg.split_k == 1
+                     for t in [tall_config(cfg, dtype)] if (t.block_m, t.block_n) != (cfg.block_m, cfg.block_n)
+                     for c, _fam in plain if c["BLOCK_M"] == cfg.block_m and c["BLOCK_N"] == cfg.block_n
+                     and c["BLOCK_K"] == cfg.block_k and c["DOT_PRECISION"] == _dot_precision(dtype)])
+    entries = [{"family": "matmul", "kernel": k, "configs": _unique(c)} for k, c in (
         (mm_kernel, plain), (mm_splitk_partial_kernel, split), (mm_tall_kernel, tall), (mm_tall_tma_kernel, tma),
         (splitk_combine_kernel, combine))]
+    entries[0]["cross"] = cross
+    return entries
 
 
 def _unique(pairs: list) -> list:

@@ -207,7 +207,8 @@ _ENTRIES: list[dict] = []  # per process: the catalog, built once (29,000 config
 
 def _run_group(task: tuple) -> dict:
     """Worker: verify one (kernel, goal, group); returns a JSON-able summary."""
-    entry_index, goal_index, key, domain, first = task
+    entry_index, goal_index, key, domain, first = task[:5]
+    right = task[5] if len(task) > 5 else None  # a cross-config goal: the right launch's constexprs
     t0 = time.perf_counter()
     if not _ENTRIES:
         _ENTRIES.extend(catalog_entries())
@@ -218,7 +219,7 @@ def _run_group(task: tuple) -> dict:
         k = _PARSED.get(entry_index)
         if k is None:
             k = _PARSED[entry_index] = kernel_from_function(kernel)
-        rep = check_goal(k, spec, g, {**first, **key}, domain=domain or None)
+        rep = check_goal(k, spec, g, {**first, **key}, domain=domain or None, right_config=right)
     except Unsupported as u:
         rep = ObligationReport(kernel.fn.__name__, g.name, key, "unsupported",
                                [Obligation("subset", u.line, "unsupported", u.what)], 0.0)
@@ -335,7 +336,28 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
                                                default=str).encode()).hexdigest()[:32]
                 groups.append(Group(name, entry["family"], g.name, members, src, ck,
                                     (ei, gi, key, domain, members[0][0])))
+            if g.across:
+                groups += _cross_groups(entry, ei, g, gi, spec, shash, src, wanted)
     return groups, rejected
+
+
+def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, src: str,
+                  wanted: Wanted | None) -> list[Group]:
+    """The goal proved across the entry's `cross` pairs: (left config, right config, left's launch-config
+    fields), two tile shapes of this kernel that one deployment runs for the same rows. The row is the left
+    config's, under the goal's name + " across"; so the left config counts as proved only with it."""
+    out = []
+    for left, right, fam in entry.get("cross", ()):
+        if not g.applies(left):
+            continue
+        if wanted is not None and entry["family"] in wanted and tuple(sorted(fam.items())) not in wanted[entry["family"]]:
+            continue
+        domain = [d for d in [{n: left[n] for n in spec.symbolic if n in left}] if d]
+        ck = hashlib.sha256(json.dumps([shash, g.name, "across", left, right, domain], sort_keys=True,
+                                       default=str).encode()).hexdigest()[:32]
+        out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", [(left, fam)], src, ck,
+                         (ei, gi, left, domain, left, right)))
+    return out
 
 
 def verify_configs(wanted: Wanted, *, cache_dir: Path | None = None,

@@ -58,17 +58,21 @@ def fresh_z3_context() -> Iterator[None]:
 
 
 def check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[str, Any],
-               timeout_ms: int = 3000, domain: list[dict] | None = None) -> ObligationReport:
+               timeout_ms: int = 3000, domain: list[dict] | None = None,
+               right_config: dict[str, Any] | None = None) -> ObligationReport:
     """domain: values of the contract's symbolic constexprs to cover in this one proof (default: the
-    config's own values)."""
+    config's own values). right_config: a cross-config goal, the right launch's constexprs (the left's are
+    `config`); only the names the goal lists in `across` may differ, and none of them may be symbolic."""
     with fresh_z3_context():
-        return _check_goal(kernel, contract, goal, config, timeout_ms, domain)
+        return _check_goal(kernel, contract, goal, config, timeout_ms, domain, right_config)
 
 
 def _check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[str, Any],
-                timeout_ms: int, domain: list[dict] | None) -> ObligationReport:
+                timeout_ms: int, domain: list[dict] | None, right_config: dict[str, Any] | None = None
+                ) -> ObligationReport:
     t0 = time.perf_counter()
     rep = ObligationReport(kernel.name, goal.name, dict(config), "proved", [], 0.0, kernel.filename)
+    configs = {"L": config, "R": config if right_config is None else right_config}
 
     def done(status: str, extra: list[Obligation]) -> ObligationReport:
         rep.status = status
@@ -91,20 +95,31 @@ def _check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[
     if unknown:
         return done("failed", [Obligation("contract", kernel.line, "failed",
                                           f"contract names parameters the kernel does not have: {unknown}")])
+    differ = sorted(n for n in set(configs["L"]) | set(configs["R"]) if configs["L"].get(n) != configs["R"].get(n))
+    if differ:
+        outside = [n for n in differ if n not in goal.across or n in symbolic]
+        if outside:
+            return done("failed", [Obligation("contract", kernel.line, "failed",
+                                              f"the two launches' configs differ in {outside}, which goal "
+                                              f"{goal.name} does not list in `across` (or keeps symbolic)")])
+        rep.config["right"] = {n: configs["R"][n] for n in differ}
     try:
-        sides = {s: SideEvaluator(kernel, contract, config, s, same, symbolic).run() for s in ("L", "R")}
+        sides = {s: SideEvaluator(kernel, contract, configs[s], s, same, symbolic).run() for s in ("L", "R")}
     except Unsupported as u:
         return done("unsupported", [Obligation("subset", u.line, "unsupported", u.what)])
     try:
-        sp = SpecParser(contract, config, same, names, constexprs, symbolic)
-        assume = [sp.clause(t) for t in contract.assume]
+        sp = SpecParser(contract, config, same, names, constexprs, symbolic, configs["R"])
+        # with two configs, each launch's constexprs must satisfy the assumptions
+        assumed = ([(t, sp.side_clause(t, side)) for t in contract.assume for side in "LR"] if differ
+                   else [(t, sp.clause(t)) for t in contract.assume])
+        assume = [a for _t, a in assumed]
         pre = assume + [sp.clause(t) for t in goal.pre]
         post = [sp.clause(t) for t in goal.post]
         bounds = [sp.clause(t) for t in contract.bounds]
         grids = {s: tuple(sp.expr(ast.parse(g, mode="eval").body, {}, s) for g in contract.grid) for s in "LR"}
     except (ContractError, SyntaxError, KeyError) as e:
         return done("failed", [Obligation("contract", kernel.line, "failed", str(e))])
-    for text, a in zip(contract.assume, assume):
+    for text, a in assumed:
         # each distinct value tuple of the constexprs the assumption names is checked once (a large domain
         # repeats them: 2304 configs, a handful of tuples per assumption)
         named = sorted(free_consts(a) & set(domain[0])) if domain else []
@@ -153,7 +168,7 @@ def _check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[
     prover = Prover(hyps + pid_bounds, timeout_ms, domain)
     free_pids = Prover(hyps, timeout_ms, domain)  # coverage: program ids are witnesses, not assumptions
     checker = Checker(prover, sides["L"], sides["R"], facts, [c for c in pre if isinstance(c, Finite)])
-    ev = {s: SideEvaluator(kernel, contract, config, s, same, symbolic) for s in "LR"}
+    ev = {s: SideEvaluator(kernel, contract, configs[s], s, same, symbolic) for s in "LR"}
     def hint(side, writer, coords, bound):
         out = []
         env = {f"e{d}": c for d, c in enumerate(coords)}

@@ -73,6 +73,7 @@ class Goal:
     post: tuple[str, ...] = ()
     witness: tuple[tuple[str, str, str], ...] = ()  # (side, writer variable, expression)
     when: str = ""  # a Python condition on the config's constexprs; the goal applies only where it holds
+    across: tuple[str, ...] = ()  # constexprs that may differ between the two launches (a cross-config goal)
 
     def applies(self, config: dict) -> bool:
         return not self.when or bool(eval(_compiled(self.when), {"__builtins__": {}}, dict(config)))  # noqa: S307
@@ -118,12 +119,16 @@ def scalar(dtype: str = "int32") -> ScalarSpec:
 
 def goal(name: str, *, same: tuple[str, ...] | list[str] = (), pre: tuple[str, ...] | list[str] = (),
          post: tuple[str, ...] | list[str] = (), witness: dict[str, dict[str, str]] | None = None,
-         when: str = "") -> Goal:
+         when: str = "", across: tuple[str, ...] | list[str] = ()) -> Goal:
     """witness: optional writer of a selected output element, per side ("L"/"R"): {"pid0": expr,
     "lane0": expr, ...} in terms of the goal's free variables and `e0, e1, ...` (the element's coordinates);
-    it only helps the coverage proof (which checks it), it is never trusted."""
+    it only helps the coverage proof (which checks it), it is never trusted.
+    across: constexprs (tile sizes) whose values may differ between the left and the right launch; the goal
+    is then also proved for pairs of configs (`check_goal(..., right_config=...)`), e.g. a decode launch's
+    tiles against a prefill launch's. Trusted there: a tl.dot element depends on its row and column operands
+    and the reduction length only, not on the tile shape or the warps (equal per-element MMA chains)."""
     w = tuple((side, var, expr) for side, d in (witness or {}).items() for var, expr in d.items())
-    return Goal(name, tuple(same), tuple(pre), tuple(post), w, when)
+    return Goal(name, tuple(same), tuple(pre), tuple(post), w, when, tuple(across))
 
 
 def contract(*, params: dict[str, Union[TensorSpec, ScalarSpec]], grid: tuple[str, ...] | list[str],

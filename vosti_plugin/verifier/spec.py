@@ -80,10 +80,15 @@ def _forall(vs: list, cond: z3.BoolRef, body: z3.BoolRef) -> z3.BoolRef:
 
 class SpecParser:
     def __init__(self, contract: Contract, config: dict[str, Any], same: set[str], kernel_params: list[str],
-                 constexprs: set[str], symbolic: frozenset = frozenset()):
+                 constexprs: set[str], symbolic: frozenset = frozenset(), right_config: dict[str, Any] | None = None):
         self.c = contract
         self.symbolic = symbolic
         self.config = config
+        # a cross-config goal: each launch has its own constexprs; a name whose values differ must be read
+        # through a side (L.X / R.X, or an expression with a default side: grid, shapes, witnesses)
+        self.configs = {"L": config, "R": config if right_config is None else right_config}
+        self.differs = {n for n in set(config) | set(self.configs["R"])
+                        if config.get(n) != self.configs["R"].get(n)}
         self.same = set(same)
         self.params = set(kernel_params)
         self.constexprs = constexprs
@@ -100,10 +105,11 @@ class SpecParser:
     def side_var(self, name: str, side: str) -> z3.ArithRef:
         if name in self.symbolic:
             return z3.Int(name)
-        if name in self.config and name not in self.params - self.constexprs:
-            return z3.IntVal(int(self.config[name]))
+        config = self.configs[side]
+        if name in config and name not in self.params - self.constexprs:
+            return z3.IntVal(int(config[name]))
         if name in self.constexprs:
-            return z3.IntVal(int(self.config[name]))
+            return z3.IntVal(int(config[name]))
         return z3.Int(name if name in self.same else f"{name}@{side}")
 
     def int_fn(self, tensor: str, side: str) -> z3.FuncDeclRef:
@@ -139,6 +145,11 @@ class SpecParser:
         self.text = text
         node = ast.parse(text, mode="eval").body
         return self.clause_node(node, {}, [], z3.BoolVal(True))
+
+    def side_clause(self, text: str, side: str) -> z3.BoolRef:
+        """A fact about one launch (an `assume` clause): bare names read that launch's constexprs."""
+        self.text = text
+        return self.expr(ast.parse(text, mode="eval").body, {}, side)
 
     def clause_node(self, node: ast.AST, env: dict, bound: list, cond: z3.BoolRef) -> Clause:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "forall":
@@ -258,10 +269,15 @@ class SpecParser:
                 return env[n]
             if n in self.symbolic:
                 return z3.Bool(n) if isinstance(self.config.get(n), bool) else z3.Int(n)
-            if n in self.constexprs and isinstance(self.config.get(n), bool):
-                return z3.BoolVal(bool(self.config[n]))
-            if n in self.constexprs or (n in self.config and n not in self.params):
-                return z3.IntVal(int(self.config[n]))
+            config = self.config
+            if n in self.differs:
+                if default_side is None:
+                    raise self.fail(f"{n} differs between the two launches' configs: write L.{n} or R.{n}")
+                config = self.configs[default_side]
+            if n in self.constexprs and isinstance(config.get(n), bool):
+                return z3.BoolVal(bool(config[n]))
+            if n in self.constexprs or (n in config and n not in self.params):
+                return z3.IntVal(int(config[n]))
             if n in self.same:
                 return z3.Int(n)
             if n in self.params or n in self.shape_symbols:
