@@ -19,5 +19,6 @@ def test_cpu_smoke_reports_every_gemm_attention_path_and_the_step(tmp_path):
                                                          "global_fused"}
     timings = [t for g in summary["per_layer_ms"]["gemm"].values() for t in g.values()]
     timings += list(summary["per_layer_ms"]["attention"].values()) + list(summary["step_ms"].values())
+    timings.append(summary["per_layer_ms"]["other_ops"])
     assert all(t["gpu"] > 0 and t["host"] > 0 for t in timings)
-    assert set(summary["step_tok_s"]) == {"vosti", "cublas_gemms"} and all(v > 0 for v in summary["step_tok_s"].values())
+    assert set(summary["step_tok_s"]) == {"vosti", "cublas_gemms", "vosti_all_ops"} and all(v > 0 for v in summary["step_tok_s"].values())

@@ -7,8 +7,9 @@
 
 Per part, after a warm-up: `gpu`, the CUDA-event mean over back-to-back calls, and `host`, the time the calls
 took to enqueue. Then a whole step's GEMMs and attention (every layer, Gemma-3's window and global layers)
-back to back, as an eager engine step launches them (norms, rotary, KV writes and the sampler left out): its
-host time above its GPU time means the step is launch-bound. Set it beside a step of the throughput bench.
+back to back, as an eager engine step launches them, first alone and then with every other vosti op of each
+layer (norms, q/k norms, KV write, activation; rotary and the sampler left out): host time above GPU time
+means the step is launch-bound. Set it beside a step of the throughput bench.
 """
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ GEOMETRIES = {
     "qwen3-8b": (4096, 12288, 32, 8, 128, 36, None),
     "smoke": (64, 96, 4, 2, 32, 2, (16, 1)),  # --cpu-smoke: the interpreter in fp32
 }
+# per-layer ops besides the GEMMs and attention: q/k norms (Qwen3, Gemma-3), Gemma's post-attention and
+# post-feedforward norms, and the gated activation
+EXTRAS = {"llama31-8b": ((), "silu"), "qwen3-8b": (("qk_norm",), "silu"),
+          "gemma3-4b": (("qk_norm", "sandwich"), "gelu_tanh"), "smoke": (("qk_norm", "sandwich"), "gelu_tanh")}
 
 
 def _time(fn, repeats: int, device: str = "cuda") -> dict:
@@ -73,7 +78,10 @@ def main() -> int:
         return 1
     from vosti_plugin.attention.config import select_config
     from vosti_plugin.attention.paged_attention import paged_attention
+    from vosti_plugin.attention.kv_write import write_kv
+    from vosti_plugin.ops.activation import gelu_tanh_and_mul, silu_and_mul
     from vosti_plugin.ops.matmul import linear
+    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, rms_norm
 
     hidden, inter, hq, hkv, d, layers, window = GEOMETRIES[args.model]
     dt, dev = (torch.float32, "cpu") if args.cpu_smoke else (torch.bfloat16, "cuda")
@@ -122,15 +130,53 @@ def main() -> int:
                 gemm(inputs[name], weights[name])
             attend(kinds[kind], "split")
 
-    # a step's GEMMs and attention back to back, as an eager engine step launches them
-    sequence = {"vosti": _time(lambda: step(linear), 2, dev), "cublas_gemms": _time(lambda: step(torch.nn.functional.linear), 2, dev)}
+    norms, act = EXTRAS[args.model]
+    x = torch.randn(args.tokens, hidden, generator=gen, device=dev).to(dt)
+    residual = torch.randn(args.tokens, hidden, generator=gen, device=dev).to(dt)
+    gain = torch.randn(hidden, generator=gen, device=dev).to(dt)
+    head_gain = torch.randn(d, generator=gen, device=dev).to(dt)
+    gate_up = torch.randn(args.tokens, 2 * inter, generator=gen, device=dev).to(dt)
+    kv_new = torch.randn(args.tokens, hkv, d, generator=gen, device=dev).to(dt)
+    positions = torch.arange(args.context, seq_len, device=dev)
+    slots = (block_table[0, positions // args.page_size].long() * args.page_size + positions % args.page_size)
+    q_rows, k_rows = q.reshape(-1, d), kv_new.reshape(-1, d)
+    gemma = "sandwich" in norms
+    act_fn = gelu_tanh_and_mul if act == "gelu_tanh" else silu_and_mul
+
+    def layer_ops():
+        """One layer's other vosti ops, as vLLM's decoder layer calls them."""
+        fused_add_rms_norm(x, residual, gain, 1e-6, gemma)        # input norm
+        if "qk_norm" in norms:
+            rms_norm(q_rows, head_gain, 1e-6, gemma)
+            rms_norm(k_rows, head_gain, 1e-6, gemma)
+        write_kv(kv_new, kv_new, k_cache, v_cache, slots)
+        if gemma:
+            rms_norm(x, gain, 1e-6, True)                       # post-attention norm
+        fused_add_rms_norm(x, residual, gain, 1e-6, gemma)        # pre-feedforward norm
+        act_fn(gate_up)
+        if gemma:
+            rms_norm(x, gain, 1e-6, True)                       # post-feedforward norm
+
+    other = _time(layer_ops, args.repeats, dev)
+    print(f"other ops of a layer (norms, KV write, activation): {other} ms", flush=True)
+
+    def layer_step():
+        for kind in layer_kinds:
+            layer_ops()
+            for name in shapes:
+                linear(inputs[name], weights[name])
+            attend(kinds[kind], "split")
+
+    # a step's launches back to back, as an eager engine step makes them
+    sequence = {"vosti": _time(lambda: step(linear), 2, dev), "cublas_gemms": _time(lambda: step(torch.nn.functional.linear), 2, dev),
+                "vosti_all_ops": _time(layer_step, 2, dev)}
     print(f"step of {layers} layers (GEMMs + attention): vosti {sequence['vosti']}, with cuBLAS GEMMs "
-          f"{sequence['cublas_gemms']} ms", flush=True)
+          f"{sequence['cublas_gemms']} ms; every vosti op of the layers {sequence['vosti_all_ops']} ms", flush=True)
     summary = {"model": args.model, "context": args.context, "tokens": args.tokens, "page_size": args.page_size,
                "tma_gemm": os.environ.get("VOSTI_TMA_GEMM", "") != "0",
                "config": {"block_m": cfg.block_m, "block_n": cfg.block_n, "segment": cfg.segment,
                           "num_warps": cfg.num_warps},
-               "per_layer_ms": {"gemm": gemms, "attention": attention}, "step_ms": sequence,
+               "per_layer_ms": {"gemm": gemms, "attention": attention, "other_ops": other}, "step_ms": sequence,
                "step_tok_s": {k: round(args.tokens / (max(v["gpu"], v["host"]) / 1e3)) for k, v in sequence.items()}}
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
