@@ -17,7 +17,7 @@ from vosti_plugin.verifier.outputs import OutputGoals
 from vosti_plugin.verifier.relational import Checker, Failed
 from vosti_plugin.verifier.report import Obligation, ObligationReport
 from vosti_plugin.verifier.smt import Prover, clear_term_caches, free_consts
-from vosti_plugin.verifier.spec import ContractError, Finite, Only, RegionEq, SpecParser
+from vosti_plugin.verifier.spec import ContractError, Fed, Finite, Only, RegionEq, SpecParser
 from vosti_plugin.verifier.symbolic import SideEvaluator
 
 
@@ -167,7 +167,8 @@ def _check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[
         hyps += sides[s].axioms
     prover = Prover(hyps + pid_bounds, timeout_ms, domain)
     free_pids = Prover(hyps, timeout_ms, domain)  # coverage: program ids are witnesses, not assumptions
-    checker = Checker(prover, sides["L"], sides["R"], facts, [c for c in pre if isinstance(c, Finite)])
+    checker = Checker(prover, sides["L"], sides["R"], facts, [c for c in pre if isinstance(c, Finite)],
+                      [c for c in pre if isinstance(c, Fed)])
     ev = {s: SideEvaluator(kernel, contract, configs[s], s, same, symbolic) for s in "LR"}
     def hint(side, writer, coords, bound):
         out = []
@@ -189,6 +190,7 @@ def _check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[
 
     outputs = OutputGoals(prover, checker, sides["L"], sides["R"], grids, {s: ev[s].stride_var for s in "LR"}, hint,
                           free_pids)
+    checker.stored = outputs.stored_here
     if prover.contradictory():
         return done("failed", [Obligation("contract", kernel.line, "failed",
                                           "the precondition is contradictory (nothing would be proved)")])

@@ -22,6 +22,10 @@ unchanged.  Expressions are Python syntax:
   * `only(L.T[...])` in post: every store of this invocation to T lands in the region (a frame condition).
   * `finite(L.T[...])` in pre: the region holds no inf or NaN (what lets a product with an exact 0 factor
     ignore the other factor: 0 * x is 0 only for finite x).
+  * `fed(L.T[i, ...], R.T[j, ...])` in pre: the right launch runs on the left one's output, and reads at
+    T[j, ...] what the left launch stored at T[i, ...]. The right side's load is then compared as the term the
+    left side stores there, provided the left program and loop iteration at hand is that element's only
+    writer (one launch composed with another, e.g. a fold of stored partials against a fused fold).
   * `cdiv(a, b)`, `min(a, b)`, `max(a, b)`, `implies(a, b)`, `and`, `or`, `not`, `//`, `%`.
 Integer parameters and shape symbols are assumed >= 0.  Strides are treated as distinct symbols: tensors
 do not alias and each coordinate is recovered from the multiple of its stride in a pointer offset.

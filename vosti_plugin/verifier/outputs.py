@@ -140,6 +140,39 @@ class OutputGoals:
                     if isinstance(va, FTerm) or isinstance(vb, FTerm) or not self.p.valid(za == zb, pc):
                         raise ch.fail("same-operation", wl.store.line, f"stored values of {goal.tensor} differ")
 
+    def stored_here(self, tensor: str, coords: tuple, pc: tuple, line: int) -> list[tuple]:
+        """What the left launch stores at `coords` of `tensor`, as [(term, conditions)], when the program and
+        loop iteration the left side is symbolically at store it there (only the lanes are solved for) and
+        no other program, lane, iteration or store writes that element. A store by another program cannot be
+        named by a term of this one, so it fails here."""
+        ch = self.ch
+        writers = self.writers("L", tensor)
+        out = []
+        for w in writers:
+            eqs = tuple(c == e for c, e in zip(w.coords, coords))
+            sub = self.solve_linear(w, coords, list(w.lanes), [], lanes_zero=False)
+            # a lane that no coordinate depends on (a broadcast store) may be any: take 0
+            sub += [(l, z3.IntVal(0)) for l in w.lanes if not any(l.eq(v) for v, _ in sub)]
+            hit = z3.And(w.hit_any, *eqs)
+            if self.p.valid(z3.substitute(hit, *sub), pc):
+                lanes = tuple(z3.substitute(l, *sub) for l in w.lanes)
+                out.append((w, lanes))
+        if len(out) != 1:
+            raise ch.fail("coverage", line, f"cannot prove that this program of the left launch stores the "
+                                            f"{tensor} element the right launch reads (exactly one store)")
+        w, lanes = out[0]
+        lane_sub = list(zip(w.lanes, lanes))
+        mine = [z3.substitute(v, *lane_sub) for v in w.vars]
+        for w2 in writers:
+            o, ax = renamed(w2, self.sides["L"].axioms)
+            same = z3.And(*[x == y for x, y in zip(mine, o.vars)]) if w2 is w else z3.BoolVal(False)
+            clash = ax + [o.hit_any, z3.Not(same)] + [b == c for b, c in zip(o.coords, coords)]
+            if not self.p.unsat_with(list(pc) + clash):
+                raise ch.fail("write-race", w2.store.line, f"another program or store of the left launch may "
+                                                           f"write the {tensor} element the right launch reads")
+        ch.ok("write-race", w.store.line, f"{tensor}: the element read is stored once, by this program")
+        return [(w.store.value.at(lanes), ())]
+
     def covered_by_witness(self, w: Writer, hit: z3.BoolRef, target: tuple, region: tuple, pool: list,
                            seed: list = ()) -> bool:
         """Prove coverage by constructing the writer: solve linear coordinates for program ids, loop

@@ -23,7 +23,7 @@ import z3
 from vosti_plugin.verifier.noop import NoopAnalysis
 from vosti_plugin.verifier.report import Obligation
 from vosti_plugin.verifier.smt import Prover, free_consts, int_subterms, matched_instances
-from vosti_plugin.verifier.spec import Finite, Point, RegionEq, Slice
+from vosti_plugin.verifier.spec import Fed, Finite, Point, RegionEq, Slice
 from vosti_plugin.verifier.symbolic import LoopInfo, SideResult
 from vosti_plugin.verifier.values import (dims_eq, FConst, FFromInt, FLoad, FLoopOut, FOp, FParam, FReduce, FSelect, FState, FTerm,
                              FUndef, describe)
@@ -58,11 +58,13 @@ def _local(e: z3.ExprRef) -> bool:
 
 class Checker:
     def __init__(self, prover: Prover, left: SideResult, right: SideResult, facts: list[RegionEq],
-                 finite: list[Finite] | None = None):
+                 finite: list[Finite] | None = None, fed: list[Fed] | None = None):
         self.p = prover
         self.L, self.R = left, right
         self.facts = facts
         self.finite_facts = finite or []
+        self.fed = fed or []  # R inputs that hold what L stored (a launch that reads the previous one's output)
+        self.stored = None  # (tensor, L coords, pc) -> [(stored term, conditions)]; set by check.py
         self.inductive: dict[str, list[Template]] = {}
         self.proved_loops: dict[tuple, list[Template]] = {}
         self.memo: dict = {}
@@ -97,6 +99,10 @@ class Checker:
                 if self.p.possible(pc + (c,)):
                     self.eq(a, br, pc + (c,))
             return
+        if isinstance(b, FLoad) and b.side == "R" and any(f.tensor == b.tensor for f in self.fed):
+            return self.eq_fed(a, b, pc)
+        if isinstance(a, FLoad) and isinstance(b, FLoad) and a.side == b.side:
+            return self.eq_same_load(a, b, pc)
         if isinstance(a, FLoad) and isinstance(b, FLoad):
             return self.eq_load(a, b, pc)
         if isinstance(a, FLoad) and a.mask is not None and not self.p.possible(pc + (a.mask,)):
@@ -147,6 +153,8 @@ class Checker:
             else:
                 self.eq(a.body, b.body, inner)
             return
+        if isinstance(a, (FState, FLoopOut)) and a.side == b.side:
+            return self.eq_same_side_state(a, b, pc)
         if isinstance(a, FState):
             return self.eq_state(a, b, pc)
         if isinstance(a, FLoopOut):
@@ -245,6 +253,60 @@ class Checker:
     def mismatch(self, a: FTerm, b: FTerm) -> Failed:
         return self.fail("same-operation", a.line or b.line,
                          f"left computes {describe(a)} but right computes {describe(b)}")
+
+    # -- one launch reading another's output --------------------------------------------------------
+    def eq_fed(self, a: FTerm, b: FLoad, pc: tuple) -> None:
+        """b: R's load of an element that a `fed(L.T[...], R.T[...])` fact says holds L's stored value; a is
+        compared with the term L stores there (L's only writer of that element, proved by `stored`)."""
+        m = b.mask if b.mask is not None else z3.BoolVal(True)
+        if self.p.possible(pc + (z3.Not(m),)):
+            self.eq(a, b.other or FUndef("masked load", b.line), pc + (z3.Not(m),))
+        on = pc + (m,)
+        if not self.p.possible(on):
+            return
+        coords = self.fed_coords(b, on)
+        if coords is None or self.stored is None:
+            raise self.fail("read-equal-region", b.line, f"the load of {b.tensor} may read elements that no "
+                                                         f"`fed(L.{b.tensor}[...], R.{b.tensor}[...])` fact covers")
+        for term, cond in self.stored(b.tensor, coords, on, b.line):
+            self.eq(a, term, on + cond)
+        self.ok("read-equal-region", b.line, f"load of {b.tensor} reads what the left launch stored there")
+
+    def fed_coords(self, b: FLoad, pc: tuple):
+        """L's coordinates of the element R's load b reads, from the first fed fact that covers it."""
+        for fact in self.fed:
+            if fact.tensor != b.tensor:
+                continue
+            pairs = [(ix.at, c) for ix, c in zip(fact.right, b.coords)]
+            combos = list(matched_instances(fact.bound, pairs)) if fact.bound else [()]
+            if fact.bound:  # then subterms of the load's coordinates, as region_covers tries
+                combos += list(itertools.islice(itertools.product(int_subterms(list(b.coords))[:12],
+                                                                  repeat=len(fact.bound)), 200))
+            for combo in combos:
+                sub = list(zip(fact.bound, combo))
+                s = (lambda e: z3.substitute(e, *sub)) if sub else (lambda e: e)
+                goal = z3.And(s(fact.cond), *[c == s(ix.at) for ix, c in zip(fact.right, b.coords)])
+                if self.p.valid(goal, pc):
+                    return tuple(s(ix.at) for ix in fact.left)
+        return None
+
+    def eq_same_load(self, a: FLoad, b: FLoad, pc: tuple) -> None:
+        """Two loads of one launch: the same element under the same mask."""
+        ma = a.mask if a.mask is not None else z3.BoolVal(True)
+        mb = b.mask if b.mask is not None else z3.BoolVal(True)
+        if a.tensor != b.tensor or not self.p.valid(z3.And(ma == mb, z3.Implies(ma, z3.And(
+                *[x == y for x, y in zip(a.coords, b.coords)]))), pc):
+            raise self.mismatch(a, b)
+        if self.p.possible(pc + (z3.Not(ma),)):
+            self.eq(a.other or FUndef("masked load", a.line), b.other or FUndef("masked load", b.line),
+                    pc + (z3.Not(ma),))
+
+    def eq_same_side_state(self, a, b, pc: tuple) -> None:
+        """Two terms of one launch naming loop state: the same loop, variable and lanes, at the one
+        iteration the launch's symbolic execution is at (both sides' terms share its loop counters)."""
+        if a.loop != b.loop or a.name != b.name or type(a) is not type(b) or not self.p.valid(
+                z3.And(*[x == y for x, y in zip(a.lanes, b.lanes)]), pc):
+            raise self.mismatch(a, b)
 
     # -- loads ---------------------------------------------------------------------------------------
     def eq_load(self, a: FLoad, b: FLoad, pc: tuple) -> None:

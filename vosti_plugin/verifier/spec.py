@@ -44,6 +44,19 @@ class RegionEq:
 
 
 @dataclass(frozen=True, eq=False)
+class Fed:
+    """For all bound vars with cond: R reads at tensor[right] what L stored at tensor[left] (the right
+    launch runs after the left one on its output: L.T is L's stored value there, R.T is R's input)."""
+
+    tensor: str
+    bound: tuple[z3.ArithRef, ...]
+    cond: z3.BoolRef
+    left: tuple["Point", ...]
+    right: tuple["Point", ...]
+    text: str
+
+
+@dataclass(frozen=True, eq=False)
 class Only:
     tensor: str
     side: str
@@ -65,7 +78,7 @@ class Finite:
     text: str
 
 
-Clause = Union[z3.BoolRef, RegionEq, Only, Finite]
+Clause = Union[z3.BoolRef, RegionEq, Only, Finite, Fed]
 
 
 def _forall(vs: list, cond: z3.BoolRef, body: z3.BoolRef) -> z3.BoolRef:
@@ -164,6 +177,14 @@ class SpecParser:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "only":
             side, tensor, idx = self.region(node.args[0], env)
             return Only(tensor, side, tuple(bound), cond, idx, self.text)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "fed":
+            if len(node.args) != 2:
+                raise self.fail("fed(L.T[...], R.T[...]) expected")
+            sl, tl_, il = self.region(node.args[0], env)
+            sr, tr, ir_ = self.region(node.args[1], env)
+            if (sl, sr) != ("L", "R") or tl_ != tr or not all(isinstance(i, Point) for i in il + ir_):
+                raise self.fail("fed(...) reads `fed(L.T[i, ...], R.T[j, ...])`: one tensor, single elements")
+            return Fed(tl_, tuple(bound), cond, il, ir_, self.text)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "finite":
             side, tensor, idx = self.region(node.args[0], env)
             if not self.c.tensors[tensor].is_float:
