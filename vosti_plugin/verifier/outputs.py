@@ -150,7 +150,11 @@ class OutputGoals:
         out = []
         for w in writers:
             eqs = tuple(c == e for c, e in zip(w.coords, coords))
-            sub = self.solve_linear(w, coords, list(w.lanes), [], lanes_zero=False)
+            # lanes from the goal's witness (a lane under // or % is not solved linearly), then solved
+            seeded = [(v, e) for v, e in (self.hint("L", w, coords, ()) if self.hint else [])
+                      if any(v.eq(l) for l in w.lanes)]
+            sub = self.solve_linear(w, coords, [l for l in w.lanes if not any(l.eq(v) for v, _ in seeded)],
+                                    seeded, lanes_zero=False)
             # a lane that no coordinate depends on (a broadcast store) may be any: take 0
             sub += [(l, z3.IntVal(0)) for l in w.lanes if not any(l.eq(v) for v, _ in sub)]
             hit = z3.And(w.hit_any, *eqs)

@@ -1,0 +1,108 @@
+"""The fused attention path against the split path and its fold, proved on a test variant of the shipped
+kernel (its source with two verification constexprs added; built here from the shipped file, so it follows
+every change to it), with real Z3:
+
+  * FOLD: each segment's partial is loaded from the workspace instead of computed, then folded by the fused
+    branch's own fold (what the split path's combine would become);
+  * PROBE: the fused branch also stores each segment's partial to the workspace.
+
+Proved: (a) the probe stores equal the split path's partials (64-row split launch against 64- and 128-row
+fused launches); (b) the fused output equals the FOLD output on what the fused launch stored there
+(`fed(...)`); (c) removing the probe stores changes no output. With FOLD as the split path's combine, (a)-(c)
+chain to "a fused prefill row equals the split decode row". Production does not ship FOLD yet: it still
+proves each path separately and runs one per deployment (docs/design.md)."""
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from vosti_plugin.verifier.check import check_goal
+from vosti_plugin.verifier.contracts import contract_of
+from vosti_plugin.verifier.frontend import kernel_from_function
+
+SHIPPED = Path(__file__).resolve().parents[1] / "vosti_plugin" / "attention" / "paged_attention.py"
+CONFIG = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4, "BLOCK_Q": 16,
+          "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32",
+          "USE_SOFT_CAP": False, "USE_WINDOW": True, "FUSED": True, "PROBE": True, "FOLD": False}
+ROWS_128 = {"BLOCK_Q": 32, "BLOCK_M": 128}
+
+
+def _edit(src: str, old: str, new: str) -> str:
+    assert src.count(old) == 1, f"the shipped kernel changed: {old!r}"
+    return src.replace(old, new)
+
+
+@pytest.fixture(scope="module")
+def variant(tmp_path_factory):
+    s = SHIPPED.read_text()
+    s = _edit(s, "    FUSED: tl.constexpr,\n", "    FUSED: tl.constexpr,\n    PROBE: tl.constexpr,\n    FOLD: tl.constexpr,\n")
+    s = _edit(s, "            acc = tl.where(tile_live[:, None], acc_new, acc)\n\n        if FUSED:\n",
+              "            acc = tl.where(tile_live[:, None], acc_new, acc)\n\n"
+              "        if FOLD:\n"
+              "            fpart = (token * num_q_heads + q_head) * num_segments + seg\n"
+              "            m_i = tl.load(part_m_ptr + fpart, mask=row_valid, other=float('-inf'))\n"
+              "            l_i = tl.load(part_l_ptr + fpart, mask=row_valid, other=0.0)\n"
+              "            acc = tl.load(part_acc_ptr + fpart[:, None] * HEAD_DIM + dims[None, :],\n"
+              "                          mask=row_valid[:, None] & dim_ok[None, :], other=0.0)\n"
+              "        if FUSED:\n"
+              "            if PROBE:\n"
+              "                ppart = (token * num_q_heads + q_head) * num_segments + seg\n"
+              "                tl.store(part_m_ptr + ppart, m_i, mask=row_valid)\n"
+              "                tl.store(part_l_ptr + ppart, l_i, mask=row_valid)\n"
+              "                tl.store(part_acc_ptr + ppart[:, None] * HEAD_DIM + dims[None, :], acc,\n"
+              "                         mask=row_valid[:, None] & dim_ok[None, :])\n")
+    path = tmp_path_factory.mktemp("variant") / "fold_variant_kernel.py"
+    path.write_text(s)
+    spec_ = importlib.util.spec_from_file_location("fold_variant_kernel", path)
+    mod = importlib.util.module_from_spec(spec_)
+    sys.modules["fold_variant_kernel"] = mod
+    spec_.loader.exec_module(mod)
+    kernel = mod._paged_attention_segments_kernel
+    spec = contract_of(kernel)
+    # the probe writes every segment of the block's rows: the workspace holds each sequence's segments
+    bound = "forall(i, 0 <= i < L.num_seqs, L.seq_lens_ptr[i] <= L.num_segments * SEGMENT)"
+    spec = dataclasses.replace(spec, bounds=spec.bounds + (bound,))
+    setattr(kernel, "__vosti_contract__", spec)
+    goals = {g.name: g for g in spec.verif}
+    live = "forall(h, 0 <= h < HQ, forall(g, (" + mod._LO + ") // SEGMENT <= g <= p // SEGMENT, {c}))"
+    fed = tuple(live.format(c=c) for c in (
+        "fed(L.part_m_ptr[x, h, g], R.part_m_ptr[y, h, g])", "fed(L.part_l_ptr[x, h, g], R.part_l_ptr[y, h, g])",
+        "forall(d, 0 <= d < HEAD_DIM, fed(L.part_acc_ptr[x, h, g, d], R.part_acc_ptr[y, h, g, d]))"))
+    row = goals["causal_row_invariance"]
+    split = goals["causal_segment_partials"]
+    chain = {
+        "fused_equals_fold": dataclasses.replace(row, pre=row.pre + fed, across=("PROBE", "FOLD", "BLOCK_Q", "BLOCK_M")),
+        "probe_equals_split": dataclasses.replace(
+            split, when="", across=("FUSED", "PROBE", "BLOCK_Q", "BLOCK_M"),
+            witness=tuple((s_, v, "0" if (s_, v) == ("L", "pid2") else e) for s_, v, e in split.witness)),
+        "probe_free": dataclasses.replace(row, across=("PROBE",)),
+    }
+    return kernel_from_function(kernel), spec, chain
+
+
+def _check(variant, goal, left, right):
+    ir, spec, chain = variant
+    return check_goal(ir, spec, chain[goal], {**CONFIG, **left}, right_config={**CONFIG, **right}, timeout_ms=5000)
+
+
+@pytest.mark.parametrize("fused_rows", [{}, ROWS_128])
+def test_probe_stores_equal_the_split_partials(variant, fused_rows):
+    rep = _check(variant, "probe_equals_split", fused_rows, {"FUSED": False, "PROBE": False})
+    assert rep.status == "proved", rep.failure
+
+
+@pytest.mark.parametrize("fold_rows", [{}, ROWS_128])
+def test_fused_output_equals_the_fold_of_what_it_stored(variant, fold_rows):
+    rep = _check(variant, "fused_equals_fold", {}, {"PROBE": False, "FOLD": True, **fold_rows})
+    assert rep.status == "proved", rep.failure
+
+
+def test_the_probe_stores_change_no_output(variant):
+    assert _check(variant, "probe_free", {}, {"PROBE": False}).status == "proved"
+
+
+def test_without_probe_stores_the_fold_input_is_not_the_fused_launchs(variant):
+    rep = _check(variant, "fused_equals_fold", {"PROBE": False}, {"PROBE": False, "FOLD": True})
+    assert rep.status == "failed" and rep.failure.name == "coverage"
