@@ -352,7 +352,8 @@ def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, 
             continue
         if wanted is not None and entry["family"] in wanted and tuple(sorted(fam.items())) not in wanted[entry["family"]]:
             continue
-        domain = [d for d in [{n: left[n] for n in spec.symbolic if n in left}] if d]
+        symbolic = {n: left[n] for n in spec.symbolic if n in left}
+        domain = [symbolic] if symbolic else []
         ck = hashlib.sha256(json.dumps([shash, g.name, "across", left, right, domain], sort_keys=True,
                                        default=str).encode()).hexdigest()[:32]
         out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", [(left, fam)], src, ck,

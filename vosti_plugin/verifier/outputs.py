@@ -140,8 +140,8 @@ class OutputGoals:
                     if isinstance(va, FTerm) or isinstance(vb, FTerm) or not self.p.valid(za == zb, pc):
                         raise ch.fail("same-operation", wl.store.line, f"stored values of {goal.tensor} differ")
 
-    def stored_here(self, tensor: str, coords: tuple, pc: tuple, line: int) -> list[tuple]:
-        """What the left launch stores at `coords` of `tensor`, as [(term, conditions)], when the program and
+    def stored_here(self, tensor: str, coords: tuple, pc: tuple, line: int) -> FTerm:
+        """What the left launch stores at `coords` of `tensor`, when the program and
         loop iteration the left side is symbolically at store it there (only the lanes are solved for) and
         no other program, lane, iteration or store writes that element. A store by another program cannot be
         named by a term of this one, so it fails here."""
@@ -175,7 +175,7 @@ class OutputGoals:
                 raise ch.fail("write-race", w2.store.line, f"another program or store of the left launch may "
                                                            f"write the {tensor} element the right launch reads")
         ch.ok("write-race", w.store.line, f"{tensor}: the element read is stored once, by this program")
-        return [(w.store.value.at(lanes), ())]
+        return w.store.value.at(lanes)
 
     def covered_by_witness(self, w: Writer, hit: z3.BoolRef, target: tuple, region: tuple, pool: list,
                            seed: list = ()) -> bool:

@@ -56,6 +56,13 @@ def _local(e: z3.ExprRef) -> bool:
     return any(n.startswith("_r") or n.startswith("k") or n.startswith("_a") for n in free_consts(e))
 
 
+def _bindings(bound: tuple, pairs: list, terms: list, limit: int):
+    """Values to try for a fact's bound variables: those that match its point indices to the accessed
+    coordinates, then tuples of subterms of the coordinates (at most `limit`)."""
+    yield from matched_instances(bound, pairs)
+    yield from itertools.islice(itertools.product(terms, repeat=len(bound)), limit)
+
+
 class Checker:
     def __init__(self, prover: Prover, left: SideResult, right: SideResult, facts: list[RegionEq],
                  finite: list[Finite] | None = None, fed: list[Fed] | None = None):
@@ -64,7 +71,7 @@ class Checker:
         self.facts = facts
         self.finite_facts = finite or []
         self.fed = fed or []  # R inputs that hold what L stored (a launch that reads the previous one's output)
-        self.stored = None  # (tensor, L coords, pc) -> [(stored term, conditions)]; set by check.py
+        self.stored = None  # (tensor, L coords, pc, line) -> the term L stores there; set by check.py
         self.inductive: dict[str, list[Template]] = {}
         self.proved_loops: dict[tuple, list[Template]] = {}
         self.memo: dict = {}
@@ -221,14 +228,8 @@ class Checker:
         if not fact.bound:
             return self.p.valid(goal_for([]), pc)
         pairs = [(ix.at, c) for ix, c in zip(fact.index, coords) if isinstance(ix, Point)]
-        for combo in matched_instances(fact.bound, pairs):
-            if self.p.valid(goal_for(list(zip(fact.bound, combo))), pc):
-                return True
-        cands = int_subterms(list(coords))[:12]
-        for combo in itertools.islice(itertools.product(cands, repeat=len(fact.bound)), 100):
-            if self.p.valid(goal_for(list(zip(fact.bound, combo))), pc):
-                return True
-        return False
+        return any(self.p.valid(goal_for(list(zip(fact.bound, combo))), pc)
+                   for combo in _bindings(fact.bound, pairs, int_subterms(list(coords))[:12], 100))
 
     def undecided(self, t: FTerm, pc: tuple, budget: list | None = None):
         budget = budget if budget is not None else [40]
@@ -268,8 +269,7 @@ class Checker:
         if coords is None or self.stored is None:
             raise self.fail("read-equal-region", b.line, f"the load of {b.tensor} may read elements that no "
                                                          f"`fed(L.{b.tensor}[...], R.{b.tensor}[...])` fact covers")
-        for term, cond in self.stored(b.tensor, coords, on, b.line):
-            self.eq(a, term, on + cond)
+        self.eq(a, self.stored(b.tensor, coords, on, b.line), on)
         self.ok("read-equal-region", b.line, f"load of {b.tensor} reads what the left launch stored there")
 
     def fed_coords(self, b: FLoad, pc: tuple):
@@ -278,10 +278,7 @@ class Checker:
             if fact.tensor != b.tensor:
                 continue
             pairs = [(ix.at, c) for ix, c in zip(fact.right, b.coords)]
-            combos = list(matched_instances(fact.bound, pairs)) if fact.bound else [()]
-            if fact.bound:  # then subterms of the load's coordinates, as region_covers tries
-                combos += list(itertools.islice(itertools.product(int_subterms(list(b.coords))[:12],
-                                                                  repeat=len(fact.bound)), 200))
+            combos = _bindings(fact.bound, pairs, int_subterms(list(b.coords))[:12], 200) if fact.bound else [()]
             for combo in combos:
                 sub = list(zip(fact.bound, combo))
                 s = (lambda e: z3.substitute(e, *sub)) if sub else (lambda e: e)
@@ -376,16 +373,11 @@ class Checker:
             return self.p.valid(goal_for([]), pc)
         pairs = [(ix.at, c) for side, coords in ((fact.left, cl), (fact.right, cr))
                  for ix, c in zip(side, coords) if isinstance(ix, Point)]
-        for combo in matched_instances(fact.bound, pairs):
-            if self.p.valid(goal_for(list(zip(fact.bound, combo))), pc):
-                return True
         cands = int_subterms(list(cl) + list(cr))
         if len(fact.bound) > 1:
             cands = cands[:12]
-        for combo in itertools.islice(itertools.product(cands, repeat=len(fact.bound)), 200):
-            if self.p.valid(goal_for(list(zip(fact.bound, combo))), pc):
-                return True
-        return False
+        return any(self.p.valid(goal_for(list(zip(fact.bound, combo))), pc)
+                   for combo in _bindings(fact.bound, pairs, cands, 200))
 
     # -- loops ---------------------------------------------------------------------------------------
     def loops(self, loop_id: str) -> tuple[LoopInfo, LoopInfo]:
