@@ -56,6 +56,10 @@ def selected_in_config(vllm_config) -> bool:
 # tile never straddles pages (vLLM's own default, 16, is smaller than the bf16 tiles).
 DEFAULT_PAGE_SIZE = 64
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+# Largest step captured as a (piecewise) CUDA graph when the user sets no capture size. vLLM's own default
+# (2 x max_num_seqs, at most 512) leaves every prefill chunk eager, and an eager step of vosti's Triton launches
+# is bound by their host time; graphed, a Gemma-3-4B prefill runs 2.3-2.8x faster on the H200.
+MAX_GRAPH_TOKENS = 2048
 
 
 def prepare_engine_args(engine_args) -> None:
@@ -68,10 +72,32 @@ def prepare_engine_args(engine_args) -> None:
     # async_scheduling stays as given (vLLM turns it on by default where it can): a step's batch then depends
     # on timing, which vosti's kernels are invariant to, and VostiScheduler becomes VostiAsyncScheduler,
     # which publishes a page only once its tokens are known.
+    _graph_prefill_steps(engine_args)
     if getattr(engine_args, "scheduler_cls", None) in (None, ""):
         engine_args.scheduler_cls = SCHEDULER_PATH
-    if hasattr(engine_args, "disable_cascade_attn"):
+    if compat.has_cascade_attention() and hasattr(engine_args, "disable_cascade_attn"):
         engine_args.disable_cascade_attn = True
+
+
+def _capture_setting(engine_args, name: str):
+    """The capture setting `name` as the user gave it, as an engine argument or inside compilation_config."""
+    given = getattr(engine_args, name, None)
+    if given is not None:
+        return given
+    cc = getattr(engine_args, "compilation_config", None)
+    return cc.get(name) if isinstance(cc, dict) else getattr(cc, name, None)
+
+
+def _graph_prefill_steps(engine_args) -> None:
+    """Capture steps up to the step budget (at most MAX_GRAPH_TOKENS) unless the user chose capture sizes or
+    eager mode. Piecewise graphs replay the dense ops with the step padded to a capture size; vosti's ops are
+    row-invariant, so padding rows change no row, and attention stays outside the graph."""
+    if getattr(engine_args, "enforce_eager", False) or not hasattr(engine_args, "max_cudagraph_capture_size"):
+        return
+    if any(_capture_setting(engine_args, n) is not None
+           for n in ("max_cudagraph_capture_size", "cudagraph_capture_sizes")):
+        return
+    engine_args.max_cudagraph_capture_size = min(engine_args.max_num_batched_tokens, MAX_GRAPH_TOKENS)
 
 
 def activate(vllm_config) -> None:

@@ -100,6 +100,11 @@ def attention_metadata_base():
     return AttentionBackend, AttentionImpl, AttentionMetadataBuilder, AttentionCGSupport, AttentionType
 
 
+def has_cascade_attention() -> bool:
+    """Whether this vLLM has cascade attention: 0.26 does; 0.32 removed it and only warns at its switch."""
+    return release_series(vllm_version()) < (0, 32)
+
+
 def multiple_of(n: int):
     from vllm.v1.attention.backend import MultipleOf
 

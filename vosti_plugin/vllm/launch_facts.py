@@ -139,7 +139,7 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
         scheduler_cls=_name(sc.scheduler_cls),
         scheduler_built=_built_scheduler(_name(sc.scheduler_cls), bool(sc.async_scheduling)),
         async_scheduling=bool(sc.async_scheduling),
-        cascade_attention=not bool(getattr(mc, "disable_cascade_attn", True)),
+        cascade_attention=compat.has_cascade_attention() and not bool(getattr(mc, "disable_cascade_attn", True)),
         speculative=vllm_config.speculative_config is not None,
         lora=vllm_config.lora_config is not None,
         tensor_parallel=pc.tensor_parallel_size,
