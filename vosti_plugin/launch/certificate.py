@@ -37,20 +37,34 @@ def _versions() -> dict:
 
     out["vosti_plugin"] = __version__
     if torch.cuda.is_available():
-        out["gpu"] = torch.cuda.get_device_name(0)
         out["cuda"] = torch.version.cuda
-        try:
-            import subprocess
-
-            out["driver"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=10).stdout.strip() or None
-        except Exception:
-            out["driver"] = None
+        out["gpu"], out["driver"] = _gpu_name_and_driver(torch)
     else:
         out["gpu"] = None
         out["cpu"] = platform.processor() or platform.machine()
     return out
+
+
+def _gpu_name_and_driver(torch) -> tuple[str | None, str | None]:
+    """The first visible GPU's name and the driver version, without initializing CUDA in this process: the
+    certificate is built in the process that spawns vLLM's engine, and vLLM must then spawn instead of fork
+    its engine core (a fresh interpreter importing torch and vLLM again, about 20 s on the H200 host)."""
+    import os
+    import subprocess
+
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_initialized() else None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    try:
+        lines = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader", *(["-i", visible] if visible
+                                                                                         else [])],
+            capture_output=True, text=True, timeout=10).stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return name, None
+    first = [f.strip() for f in lines[0].split(",")] if lines else []
+    if len(first) != 2:
+        return name, None
+    return name or first[0], first[1]
 
 
 def weights_fingerprint(model_path: str) -> str | None:
