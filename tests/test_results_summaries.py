@@ -61,17 +61,18 @@ def test_harness_table_rebuilds_from_the_tracked_summaries():
     assert markdown(cells, labels) == (RESULTS / "h200-harness" / "TABLE.md").read_text()
 
 
-@pytest.mark.parametrize("run, kind", [("bench-gemma", "throughput"), ("agentic", "agentic")])
+@pytest.mark.parametrize("run, kind", [("h200-s17/bench-capture/gemma3-4b", "throughput"),
+                                       ("h200-s17/bench-capture/llama31-8b", "throughput"),
+                                       ("h200-s4/agentic", "agentic")])
 def test_bench_tables_rebuild_from_the_tracked_summaries(tmp_path, run, kind):
-    bench_report.main([f"--{kind}", str(RESULTS / "h200-s4" / run / "summary.json"), "--out", str(tmp_path),
-                       "--no-plot"])
-    assert (tmp_path / "bench.md").read_text() == (RESULTS / "h200-s4" / run / "bench.md").read_text()
-    assert json.loads((tmp_path / "summary.json").read_text()) == \
-        json.loads((RESULTS / "h200-s4" / run / "summary.json").read_text())
+    bench_report.main([f"--{kind}", str(RESULTS / run / "summary.json"), "--out", str(tmp_path), "--no-plot"])
+    assert (tmp_path / "bench.md").read_text() == (RESULTS / run / "bench.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((RESULTS / run / "summary.json").read_text())
 
 
-def test_grid_tables_rebuild_from_the_tracked_summary(tmp_path):
-    run = RESULTS / "h200-s16" / "grid"
+@pytest.mark.parametrize("session", ["h200-s16", "h200-s17"])
+def test_grid_tables_rebuild_from_the_tracked_summary(tmp_path, session):
+    run = RESULTS / session / "grid"
     assert grid.main(["--summary", str(run / "summary.json"), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "grid.md").read_text() == (run / "grid.md").read_text()
 

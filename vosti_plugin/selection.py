@@ -58,7 +58,7 @@ DEFAULT_PAGE_SIZE = 64
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 # Largest step captured as a (piecewise) CUDA graph when the user sets no capture size. vLLM's own default
 # (2 x max_num_seqs, at most 512) leaves every prefill chunk eager, and an eager step of vosti's Triton launches
-# is bound by their host time; graphed, a Gemma-3-4B prefill runs 2.3-2.8x faster on the H200.
+# is bound by their host time; graphed, Gemma-3-4B prefills 2-3x faster on the H200.
 MAX_GRAPH_TOKENS = 2048
 
 
