@@ -13,50 +13,77 @@ pytest.importorskip("vllm")
 from vllm.config import CUDAGraphMode  # noqa: E402
 from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 
-from vosti_plugin.selection import MAX_GRAPH_TOKENS  # noqa: E402
+from vosti_plugin.selection import COARSE_GRAPH_STRIDE, MAX_GRAPH_TOKENS, graph_capture_sizes  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def build(tiny_model_path):
     def _build(**kw):
         args = EngineArgs(model=tiny_model_path, dtype="float32", max_model_len=4096, **kw)
-        return args.create_engine_config()
+        return args, args.create_engine_config()
     return _build
 
 
-def _captured_sizes(config) -> list[int]:
-    """The sizes vLLM would capture on a GPU (the CPU platform turns graphs off): vLLM's own rule, run on a copy
-    of the config with graphs on."""
+def _captured_sizes(built) -> list[int]:
+    """The sizes vLLM would capture on a GPU (the CPU platform turns graphs off and clears them): vLLM's own rule,
+    run on a copy of the config with graphs on and the capture settings the engine arguments carried."""
+    args, config = built
     gpu = copy.deepcopy(config)
-    gpu.compilation_config.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
-    gpu.compilation_config.cudagraph_capture_sizes = None
+    cc = gpu.compilation_config
+    cc.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+    cc.cudagraph_capture_sizes = args.cudagraph_capture_sizes or _given(args, "cudagraph_capture_sizes")
+    cc.max_cudagraph_capture_size = args.max_cudagraph_capture_size or _given(args, "max_cudagraph_capture_size")
     gpu._set_cudagraph_sizes()
-    return gpu.compilation_config.cudagraph_capture_sizes
+    assert cc.max_cudagraph_capture_size == max(cc.cudagraph_capture_sizes)
+    return cc.cudagraph_capture_sizes
 
 
-@pytest.mark.parametrize("budget, expected", [(None, 2048), (512, 512), (1000, 1000), (8192, MAX_GRAPH_TOKENS)])
+def _given(args, name):
+    cc = args.compilation_config
+    return cc.get(name) if isinstance(cc, dict) else getattr(cc, name, None)
+
+
+@pytest.mark.parametrize("budget, expected", [(None, 2048), (512, 512), (1000, 1000), (8192, MAX_GRAPH_TOKENS),
+                                              (16, 16)])
 def test_vosti_graphs_steps_up_to_the_step_budget(build, budget, expected):
     kw = {} if budget is None else {"max_num_batched_tokens": budget}
-    config = build(attention_backend="vosti", **kw)
-    assert config.compilation_config.max_cudagraph_capture_size == expected
-    sizes = _captured_sizes(config)
+    built = build(attention_backend="vosti", **kw)
+    sizes = _captured_sizes(built)
+    assert sizes == graph_capture_sizes(built[1].scheduler_config.max_num_batched_tokens)
     assert max(sizes) == expected             # a full prefill chunk replays a graph
-    assert 1 in sizes and 256 in sizes        # decode sizes as vLLM's default
+    assert 1 in sizes and (expected < 256 or 256 in sizes)
+    # vLLM's fine steps up to 512 tokens, then a step is padded by less than COARSE_GRAPH_STRIDE rows
+    assert all(b - a <= 16 for a, b in zip(sizes, sizes[1:]) if b <= 512)
+    assert all(b - a <= COARSE_GRAPH_STRIDE for a, b in zip(sizes, sizes[1:]))
 
 
-def test_stock_vllm_keeps_its_own_capture_size(build):
-    config = build()
-    assert config.compilation_config.max_cudagraph_capture_size is None
-    assert max(_captured_sizes(config)) <= 512
+def test_fewer_sizes_than_vllms_stride_would_capture(build):
+    sizes = _captured_sizes(build(attention_backend="vosti"))
+    assert [s for s in sizes if s > 512] == [*range(640, 2048, 128), 2048]
+    assert len(sizes) == 63                   # vLLM's stride of 16 up to 2048: 147
+
+
+def test_stock_vllm_keeps_its_own_capture_sizes(build):
+    built = build()
+    assert built[0].cudagraph_capture_sizes is None and built[0].max_cudagraph_capture_size is None
+    assert max(_captured_sizes(built)) <= 512
 
 
 @pytest.mark.parametrize("kw, expected_max", [
     ({"max_cudagraph_capture_size": 64}, 64),
+    ({"max_cudagraph_capture_size": 1024}, 1024),
     ({"compilation_config": {"max_cudagraph_capture_size": 96}}, 96),
-    ({"compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8]}}, None),
-    ({"cudagraph_capture_sizes": [1, 2, 4, 8]}, None),
-    ({"enforce_eager": True}, None),
+    ({"compilation_config": {"cudagraph_capture_sizes": [1, 2, 4, 8]}}, 8),
+    ({"cudagraph_capture_sizes": [1, 2, 4, 8]}, 8),
 ])
-def test_the_users_capture_choice_or_eager_mode_is_kept(build, kw, expected_max):
-    config = build(attention_backend="vosti", **kw)
-    assert config.compilation_config.max_cudagraph_capture_size == expected_max
+def test_the_users_capture_choice_is_kept(build, kw, expected_max):
+    built = build(attention_backend="vosti", **kw)
+    sizes = _captured_sizes(built)
+    assert max(sizes) == expected_max
+    if expected_max > 16:
+        assert all(b - a <= 16 for a, b in zip(sizes, sizes[1:])), "vLLM's own stride, not vosti's"
+
+
+def test_eager_mode_captures_nothing(build):
+    args, _config = build(attention_backend="vosti", enforce_eager=True)
+    assert args.cudagraph_capture_sizes is None and args.max_cudagraph_capture_size is None

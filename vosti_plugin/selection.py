@@ -56,10 +56,22 @@ def selected_in_config(vllm_config) -> bool:
 # tile never straddles pages (vLLM's own default, 16, is smaller than the bf16 tiles).
 DEFAULT_PAGE_SIZE = 64
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
-# Largest step captured as a (piecewise) CUDA graph when the user sets no capture size. vLLM's own default
+# Largest step captured as a (piecewise) CUDA graph when the user sets no capture sizes. vLLM's own default
 # (2 x max_num_seqs, at most 512) leaves every prefill chunk eager, and an eager step of vosti's Triton launches
 # is bound by their host time; graphed, Gemma-3-4B prefills 2-3x faster on the H200.
 MAX_GRAPH_TOKENS = 2048
+# Above 512 tokens the sizes step by this many: each size costs 0.2-0.3 s of capture at startup (H200), and a
+# step is padded to the next size, here by at most 127 rows of dense ops (a full 2048-token chunk by none).
+COARSE_GRAPH_STRIDE = 128
+
+
+def graph_capture_sizes(max_num_batched_tokens: int) -> list[int]:
+    """vLLM's default sizes up to 512 (1, 2, 4, multiples of 8 below 256, of 16 up to 512), then multiples of
+    COARSE_GRAPH_STRIDE, then the step budget itself (capped at MAX_GRAPH_TOKENS)."""
+    top = min(max_num_batched_tokens, MAX_GRAPH_TOKENS)
+    fine = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
+    coarse = range(512 + COARSE_GRAPH_STRIDE, top, COARSE_GRAPH_STRIDE)
+    return sorted({s for s in fine if s <= top} | set(coarse) | {top})
 
 
 def prepare_engine_args(engine_args) -> None:
@@ -89,15 +101,15 @@ def _capture_setting(engine_args, name: str):
 
 
 def _graph_prefill_steps(engine_args) -> None:
-    """Capture steps up to the step budget (at most MAX_GRAPH_TOKENS) unless the user chose capture sizes or
-    eager mode. Piecewise graphs replay the dense ops with the step padded to a capture size; vosti's ops are
+    """Capture steps up to the step budget (graph_capture_sizes) unless the user chose capture sizes or eager
+    mode. Piecewise graphs replay the dense ops with the step padded to a capture size; vosti's ops are
     row-invariant, so padding rows change no row, and attention stays outside the graph."""
     if getattr(engine_args, "enforce_eager", False) or not hasattr(engine_args, "max_cudagraph_capture_size"):
         return
     if any(_capture_setting(engine_args, n) is not None
            for n in ("max_cudagraph_capture_size", "cudagraph_capture_sizes")):
         return
-    engine_args.max_cudagraph_capture_size = min(engine_args.max_num_batched_tokens, MAX_GRAPH_TOKENS)
+    engine_args.cudagraph_capture_sizes = graph_capture_sizes(engine_args.max_num_batched_tokens)
 
 
 def activate(vllm_config) -> None:
