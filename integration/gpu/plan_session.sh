@@ -14,14 +14,15 @@
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
 # prefill-parts and bench-capture (#20: what an eager prefill step's host time costs),
-# grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary").
+# grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
+# overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
 export PYTHONUNBUFFERED=1
 log() { echo "[$(date +%T)] $*" >> "$R/plan.log"; }
 grid() {  # grid DIR MODEL "MODES" [BATCHES]
-  env OUT="$R/$1" MODEL="$2" BENCH_MODES="$3" CONTEXTS=0,1024,4096,8192,16384 BATCHES=${4:-1,4,16} DECODE=128 \
+  env OUT="$R/$1" MODEL="$2" BENCH_MODES="$3" CONTEXTS=${GRID_CONTEXTS:-0,1024,4096,8192,16384} BATCHES=${4:-1,4,16} DECODE=128 \
     REPEATS=${REPEATS:-2} MODE_TIMEOUT=480 bash integration/gpu/session.sh bench > "$R/$1-${3// /_}.log" 2>&1
 }
 V=vosti
