@@ -1,9 +1,9 @@
 """The fused attention path against the split path and its fold, proved on a test variant of the shipped
-kernel (its source with two verification constexprs added; built here from the shipped file, so it follows
-every change to it), with real Z3:
+kernel (its source with the constexprs of `vosti_plugin.integration.attention_lever` added; built here from the
+shipped file, so it follows every change to it), with real Z3:
 
-  * FOLD: each segment's partial is loaded from the workspace instead of computed, then folded by the fused
-    branch's own fold (what the split path's combine would become);
+  * FOLD: each segment's partial is loaded from the workspace instead of computed (the tile loop is skipped),
+    then folded by the fused branch's own fold (what the split path's combine would become);
   * PROBE: the fused branch also stores each segment's partial to the workspace.
 
 Proved: (a) the probe stores equal the split path's partials (64-row split launch against 64- and 128-row
@@ -17,15 +17,14 @@ separately and runs one per deployment (docs/design.md)."""
 import dataclasses
 import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
+from vosti_plugin.integration import attention_lever as lever
 from vosti_plugin.verifier.check import check_goal
 from vosti_plugin.verifier.contracts import contract_of
 from vosti_plugin.verifier.frontend import kernel_from_function
 
-SHIPPED = Path(__file__).resolve().parents[1] / "vosti_plugin" / "attention" / "paged_attention.py"
 CONFIG = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4, "BLOCK_Q": 16,
           "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32",
           "USE_SOFT_CAP": False, "USE_WINDOW": True, "FUSED": True, "PROBE": True, "FOLD": False,
@@ -33,91 +32,29 @@ CONFIG = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV
 ROWS_128 = {"BLOCK_Q": 32, "BLOCK_M": 128}
 
 
-# INTERIOR: a key tile that every valid row of the block sees whole (below the block's first row, inside the
-# window of its last row) skips the causal/window select and the tile-liveness selects (session 14: with
-# 128-row fused tiles, 0.853 against 1.173 ms for the split path's 2048-token prefill at 8K).
-_MASKED_TILE = """            allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])
-            scores = tl.where(allowed, scores, float("-inf"))
-            tile_live = (tile * BLOCK_N <= row_pos) & (tile * BLOCK_N + BLOCK_N > row_lo)
-
-            m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-            m_dead = m_new == float("-inf")
-            alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))
-            p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))
-            l_new = l_i * alpha + tl.sum(p, axis=1)
-            acc_new = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
-            m_i = tl.where(tile_live, m_new, m_i)
-            l_i = tl.where(tile_live, l_new, l_i)
-            acc = tl.where(tile_live[:, None], acc_new, acc)
-"""
-_INTERIOR_OR_MASKED_TILE = """            interior = False
-            if INTERIOR:
-                interior = (tile * BLOCK_N >= interior_lo) & (tile * BLOCK_N + BLOCK_N - 1 <= interior_hi)
-            if interior:
-                whole_m = tl.maximum(m_i, tl.max(scores, axis=1))
-                whole_dead = whole_m == float("-inf")
-                whole_alpha = tl.where(whole_dead, 1.0, tl.exp2(m_i - whole_m))
-                whole_p = tl.where(whole_dead[:, None], 0.0, tl.exp2(scores - whole_m[:, None]))
-                l_i = l_i * whole_alpha + tl.sum(whole_p, axis=1)
-                acc = tl.dot(whole_p.to(v.dtype), v, acc * whole_alpha[:, None], input_precision=DOT_PRECISION)
-                m_i = whole_m
-            else:
-""" + "".join("    " + line + "\n" if line else "\n" for line in _MASKED_TILE.splitlines())
-_INTERIOR_BOUNDS = """    interior_hi = context_len + first_local_token
-    if USE_WINDOW:
-        interior_lo = tl.maximum(last_pos - window + 1, 0)
-    else:
-        interior_lo = 0
-"""
-
-
-def _edit(src: str, old: str, new: str) -> str:
-    assert src.count(old) == 1, f"the shipped kernel changed: {old!r}"
-    return src.replace(old, new)
-
-
 @pytest.fixture(scope="module")
 def variant(tmp_path_factory):
-    return _build(tmp_path_factory, "fold_variant_kernel", _INTERIOR_BOUNDS)
+    return _build(tmp_path_factory, "fold_variant_kernel", lever.INTERIOR_BOUNDS)
 
 
 # Wrong interior bounds: the block's last row instead of its first (keys past the earlier rows go unmasked),
 # and the first row's window start instead of the last row's (keys before the later rows' windows).
 _WRONG_BOUNDS = {
-    "past-first-row": _INTERIOR_BOUNDS.replace("interior_hi = context_len + first_local_token", "interior_hi = last_pos"),
-    "before-last-window": _INTERIOR_BOUNDS.replace("interior_lo = tl.maximum(last_pos - window + 1, 0)",
-                                                   "interior_lo = first_key"),
+    "past-first-row": lever.INTERIOR_BOUNDS.replace("interior_hi = context_len + first_local_token",
+                                                    "interior_hi = last_pos"),
+    "before-last-window": lever.INTERIOR_BOUNDS.replace("interior_lo = tl.maximum(last_pos - window + 1, 0)",
+                                                        "interior_lo = first_key"),
 }
 
 
 @pytest.fixture(scope="module", params=sorted(_WRONG_BOUNDS))
 def wrong_variant(request, tmp_path_factory):
-    assert _WRONG_BOUNDS[request.param] != _INTERIOR_BOUNDS
+    assert _WRONG_BOUNDS[request.param] != lever.INTERIOR_BOUNDS
     return _build(tmp_path_factory, f"wrong_interior_{request.param.replace('-', '_')}", _WRONG_BOUNDS[request.param])
 
 
 def _build(tmp_path_factory, name: str, bounds: str):
-    s = SHIPPED.read_text()
-    s = _edit(s, "    FUSED: tl.constexpr,\n",
-              "    FUSED: tl.constexpr,\n    PROBE: tl.constexpr,\n    FOLD: tl.constexpr,\n    INTERIOR: tl.constexpr,\n")
-    s = _edit(s, _MASKED_TILE, _INTERIOR_OR_MASKED_TILE)
-    s = _edit(s, "    run_m = tl.full([BLOCK_M], float(\"-inf\"), dtype=tl.float32)\n", bounds +
-              "    run_m = tl.full([BLOCK_M], float(\"-inf\"), dtype=tl.float32)\n")
-    s = _edit(s, "            acc = tl.where(tile_live[:, None], acc_new, acc)\n\n        if FUSED:\n",
-              "            acc = tl.where(tile_live[:, None], acc_new, acc)\n\n"
-              "        if FOLD:\n"
-              "            fpart = (token * num_q_heads + q_head) * num_segments + seg\n"
-              "            m_i = tl.load(part_m_ptr + fpart, mask=row_valid, other=float('-inf'))\n"
-              "            l_i = tl.load(part_l_ptr + fpart, mask=row_valid, other=0.0)\n"
-              "            acc = tl.load(part_acc_ptr + fpart[:, None] * HEAD_DIM + dims[None, :],\n"
-              "                          mask=row_valid[:, None] & dim_ok[None, :], other=0.0)\n"
-              "        if FUSED:\n"
-              "            if PROBE:\n"
-              "                ppart = (token * num_q_heads + q_head) * num_segments + seg\n"
-              "                tl.store(part_m_ptr + ppart, m_i, mask=row_valid)\n"
-              "                tl.store(part_l_ptr + ppart, l_i, mask=row_valid)\n"
-              "                tl.store(part_acc_ptr + ppart[:, None] * HEAD_DIM + dims[None, :], acc,\n"
-              "                         mask=row_valid[:, None] & dim_ok[None, :])\n")
+    s = lever.apply(lever.SHIPPED.read_text(), lever.kernel_edits(bounds))
     path = tmp_path_factory.mktemp("variant") / f"{name}.py"
     path.write_text(s)
     spec_ = importlib.util.spec_from_file_location(name, path)

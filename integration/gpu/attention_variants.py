@@ -35,6 +35,7 @@ import triton  # noqa: E402
 from vosti_plugin.attention import paged_attention as shipped  # noqa: E402
 from vosti_plugin.attention.config import select_config  # noqa: E402
 from vosti_plugin.attention.paged_batch import build_paged_batch, random_request  # noqa: E402
+from vosti_plugin.integration import attention_lever as lever  # noqa: E402
 
 SOURCE = shipped.__file__
 _Q_LOAD = """    q = tl.load(
@@ -288,6 +289,11 @@ def _interior_branch_edits() -> list[tuple[str, str]]:
     return [(_TILE_LOOP_FULL, head + _indented(_TILE_LOOP_FULL[len(_TILE_LOOP):], 4))]
 
 
+def _lever_edits(interior_fused: bool) -> list[tuple[str, str]]:
+    """The prefill lever as proved (attention_lever): FOLD as the split path's combine, INTERIOR on fused launches."""
+    return lever.kernel_edits() + lever.fold_combine_launch_edits(open(SOURCE).read(), interior_fused)
+
+
 _NO_MASK_SELECTS = [("            scores = tl.where(allowed, scores, float(\"-inf\"))\n", ""),
                     (_LIVE_SELECTS, _NO_SELECTS)]
 _M128 = {"block_m": 128, "num_warps": 8}
@@ -322,6 +328,9 @@ VARIANTS: dict[str, tuple] = {
     "tiles of 128 rows, 8 warps, 3 stages": ([], True, {**_M128, "num_stages": 3}),
     "tiles of 128 rows, 8 warps, interior unmasked": (_interior_unmasked_edits(), True, _M128),
     "tiles of 128 rows, 8 warps, interior unmasked, 3 stages": (_interior_unmasked_edits(3), True, _M128),
+    "lever: fold combine": (_lever_edits(False), True),
+    "lever: fold combine, fused interior": (_lever_edits(True), True),
+    "lever: fold combine, fused interior, 128 rows, 8 warps": (_lever_edits(True), True, _M128),
     "KV tiles of 128 (other bits)": ([], False, {"block_n": 128}),
     "tiles of 128 rows and 128 keys, 8 warps (other bits)": ([], False, {**_M128, "block_n": 128}),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
@@ -332,11 +341,7 @@ VARIANTS: dict[str, tuple] = {
 
 
 def load_variant(name: str, edits: list[tuple[str, str]], tmp: str, source: str = SOURCE):
-    src = open(source).read()
-    for old, new in edits:
-        if src.count(old) != 1:
-            raise ValueError(f"variant {name!r}: edit anchor found {src.count(old)} times: {old[:60]!r}")
-        src = src.replace(old, new)
+    src = lever.apply(open(source).read(), edits, f"variant {name!r}: the shipped kernel")
     path = os.path.join(tmp, "variant_" + "".join(c if c.isalnum() else "_" for c in name) + ".py")
     with open(path, "w") as f:
         f.write(src)
@@ -350,8 +355,9 @@ def cases(smoke: bool, device: str, dtype: torch.dtype):
     """(name, requests, max_model_len, mode, path) for the Llama-3.1-8B geometry (32 q / 8 kv heads, head_dim
     128). max_model_len sizes the segment grid as the backend does; 131072 is Llama-3.1's default."""
     if smoke:
-        return [("prefill chunk 64 @ 256", [random_request(256, 64, 4, 2, 32, seed=1, dtype=dtype, device=device)],
-                 512, "prefill", "split"),
+        chunk = [random_request(256, 64, 4, 2, 32, seed=1, dtype=dtype, device=device)]
+        return [("prefill chunk 64 @ 256", chunk, 512, "prefill", "split"),
+                ("prefill chunk 64 @ 256, fused path", chunk, 512, "prefill", "fused"),
                 ("decode b2 @ 200", [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device)
                                      for s in (2, 3)], 512, "decode", "split"),
                 ("decode b2 @ 200, grid for 4K", [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device)

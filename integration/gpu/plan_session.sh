@@ -13,7 +13,8 @@
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which), bench-attn, bench-long
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
-# prefill-parts and bench-capture (#20: what an eager prefill step's host time costs),
+# prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), attention-lever (#20: the
+# proved prefill attention lever against the shipped kernel, no vLLM needed),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
 # overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
@@ -128,6 +129,10 @@ for step in $STEPS; do
       timeout 300 python3 integration/gpu/attention_variants.py ${PREV_ATTENTION:+--previous "$PREV_ATTENTION"} \
         ${ATTN_VARIANTS:+--variants "$ATTN_VARIANTS"} \
         --out "$R/attention-variants.json" > "$R/attention-variants.log" 2>&1; log "attention-variants rc=$?" ;;
+    attention-lever)   # the prefill lever as proved (attention_lever): FOLD combine's decode cost, fused 128-row interior prefill (#20)
+      timeout 300 python3 integration/gpu/attention_variants.py \
+        --variants "lever: fold combine;lever: fold combine, fused interior;lever: fold combine, fused interior, 128 rows, 8 warps;tiles of 128 rows, 8 warps, interior unmasked" \
+        --out "$R/attention-lever.json" > "$R/attention-lever.log" 2>&1; log "attention-lever rc=$?" ;;
     bench-attn)   # prefill/decode after an attention change: vosti vs stock default at 1K/8K/16K, batch 4 (#20)
       env OUT="$R/bench-attn" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192,16384 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-attn.log" 2>&1; log "bench-attn done" ;;
