@@ -163,3 +163,30 @@ def test_install_refuses_cpu_without_interpreter(monkeypatch):
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET"):
         install.enable(device_type="cpu", vllm=False)
     assert not install.is_enabled()
+
+
+_QUIET_INSTALL = """
+import logging, warnings
+warnings.simplefilter("always")
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+from vosti_plugin.ops import install
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    install.enable(device_type="cpu", vllm=False)
+print("WARNINGS", [str(w.message).strip()[:60] for w in caught])
+"""
+
+
+def test_install_says_once_what_it_overrides_instead_of_torchs_override_warning():
+    """torch warns once per process, in a dozen lines, that aten kernels are overridden (a fresh process, so
+    the warning has not been spent yet); vosti logs one line naming the ops instead."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _QUIET_INSTALL], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "WARNINGS []" in proc.stdout
+    assert "overridden" not in proc.stderr
+    assert "vosti: aten mm, addmm, _softmax, _log_softmax and mean.dim on CPU run vosti's batch-invariant" in proc.stderr

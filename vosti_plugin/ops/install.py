@@ -25,6 +25,8 @@ transcendental tail paths: no cross-row reduction, so they are left as they are.
 from __future__ import annotations
 
 import contextlib
+import logging
+import warnings
 from collections.abc import Iterator
 
 import torch
@@ -133,6 +135,16 @@ def mean_dim_batch_invariant(x: torch.Tensor, dim, keepdim: bool = False, *, dty
 
 
 def _aten_table(dispatch_key: str) -> torch.library.Library:
+    with warnings.catch_warnings():
+        # torch warns, once per process and in a dozen lines, that an aten kernel is overridden: here on purpose
+        warnings.filterwarnings("ignore", message=r"\s*Warning only once for all operators")
+        lib = _register(dispatch_key)
+    logging.getLogger("vosti").info("aten mm, addmm, _softmax, _log_softmax and mean.dim on %s run vosti's "
+                                    "batch-invariant kernels", dispatch_key)
+    return lib
+
+
+def _register(dispatch_key: str) -> torch.library.Library:
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("aten::mm", mm_batch_invariant, dispatch_key)
     if "dtype" in torch.ops.aten.mm.overloads():
