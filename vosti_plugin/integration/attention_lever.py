@@ -14,6 +14,7 @@ times them on the H200. One set of edits serves both, so what is timed is what i
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 SHIPPED = Path(__file__).resolve().parents[1] / "attention" / "paged_attention.py"
@@ -23,34 +24,31 @@ _TILE_END = "        tile_end = tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_p
 _RUN_M = "    run_m = tl.full([BLOCK_M], float(\"-inf\"), dtype=tl.float32)\n"
 _AFTER_TILE_LOOP = "            acc = tl.where(tile_live[:, None], acc_new, acc)\n\n        if FUSED:\n"
 
-MASKED_TILE = """            allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])
-            scores = tl.where(allowed, scores, float("-inf"))
-            tile_live = (tile * BLOCK_N <= row_pos) & (tile * BLOCK_N + BLOCK_N > row_lo)
+_SOURCE = SHIPPED.read_text()
+# The shipped tile step from the causal/window select to the liveness selects (the edit anchor).
+MASKED_TILE = _SOURCE[_SOURCE.index("            allowed = ("):
+                      _SOURCE.index("            acc = tl.where(tile_live[:, None], acc_new, acc)\n")
+                      + len("            acc = tl.where(tile_live[:, None], acc_new, acc)\n")]
 
-            m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-            m_dead = m_new == float("-inf")
-            alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))
-            p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))
-            l_new = l_i * alpha + tl.sum(p, axis=1)
-            acc_new = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
-            m_i = tl.where(tile_live, m_new, m_i)
-            l_i = tl.where(tile_live, l_new, l_i)
-            acc = tl.where(tile_live[:, None], acc_new, acc)
-"""
+
+def _whole_tile_step(masked: str) -> str:
+    """The masked tile step without its select lines: the softmax update with every score allowed and the tile
+    live, its temporaries renamed (names assigned in both branches of an `if` are merged by a select, which the
+    verifier does not take for float predicates such as m_dead)."""
+    body = masked[masked.index("            m_new = "):masked.index("            m_i = tl.where(tile_live")]
+    for old, new in (("m_new", "whole_m"), ("m_dead", "whole_dead"), ("alpha", "whole_alpha"), ("p", "whole_p"),
+                     ("l_new", "l_i"), ("acc_new", "acc")):
+        body = re.sub(rf"(?<![\w.]){old}\b", new, body)
+    return body + "            m_i = whole_m\n"
+
+
 # Names assigned in both branches are merged by a select; the interior branch's temporaries have their own names.
-INTERIOR_OR_MASKED_TILE = """            interior = False
+INTERIOR_OR_MASKED_TILE = ("""            interior = False
             if INTERIOR:
                 interior = (tile * BLOCK_N >= interior_lo) & (tile * BLOCK_N + BLOCK_N - 1 <= interior_hi)
             if interior:
-                whole_m = tl.maximum(m_i, tl.max(scores, axis=1))
-                whole_dead = whole_m == float("-inf")
-                whole_alpha = tl.where(whole_dead, 1.0, tl.exp2(m_i - whole_m))
-                whole_p = tl.where(whole_dead[:, None], 0.0, tl.exp2(scores - whole_m[:, None]))
-                l_i = l_i * whole_alpha + tl.sum(whole_p, axis=1)
-                acc = tl.dot(whole_p.to(v.dtype), v, acc * whole_alpha[:, None], input_precision=DOT_PRECISION)
-                m_i = whole_m
-            else:
-""" + "".join("    " + line + "\n" if line else "\n" for line in MASKED_TILE.splitlines())
+""" + "".join("    " + line + "\n" for line in _whole_tile_step(MASKED_TILE).splitlines()) + "            else:\n"
+    + "".join("    " + line + "\n" if line else "\n" for line in MASKED_TILE.splitlines()))
 INTERIOR_BOUNDS = """    interior_hi = context_len + first_local_token
     if USE_WINDOW:
         interior_lo = tl.maximum(last_pos - window + 1, 0)
