@@ -46,3 +46,44 @@ def test_a_host_without_nvidia_smi_gives_no_name_rather_than_initializing_cuda(g
     monkeypatch.setenv("PATH", str(gpu_host))
     out = certificate._versions()
     assert out["gpu"] is None and out["driver"] is None
+
+
+_ACTIVATE = """
+import os, sys
+from vllm.engine.arg_utils import EngineArgs
+from vllm.platforms import current_platform
+from vosti_plugin.integration.tiny_model import ensure_tiny_model
+from vosti_plugin import selection
+from vosti_plugin.launch.check import CERTIFICATE_ENV
+
+config = EngineArgs(model=str(ensure_tiny_model()), attention_backend="vosti", dtype="float32",
+                    max_model_len=256).create_engine_config()
+assert current_platform.device_type == "cpu"
+import torch
+
+def no_init(*_a, **_k):
+    raise AssertionError("CUDA initialized in the launching process")
+
+torch.cuda.is_available = lambda: True
+torch.cuda.is_initialized = lambda: False
+torch.cuda._lazy_init = no_init
+os.environ[CERTIFICATE_ENV] = sys.argv[1]     # another certificate path: a fresh check, not the cached verdict
+selection.deactivate()
+selection.activate(config)
+print("ACTIVATED")
+"""
+
+
+@pytest.mark.vllm
+def test_vosti_activation_in_the_launching_process_leaves_cuda_uninitialized(tmp_path):
+    """The whole of what selecting vosti runs where vLLM's engine config is built (launch check, certificate,
+    runtime install), on a real vLLM config, with CUDA reported available and its initialization raising."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cert = tmp_path / "cert.json"
+    proc = subprocess.run([sys.executable, "-c", _ACTIVATE, str(cert)], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert "ACTIVATED" in proc.stdout and cert.exists()
