@@ -81,10 +81,10 @@ def prepare_engine_args(engine_args) -> None:
     if getattr(engine_args, "max_num_batched_tokens", None) is None:
         # Keeps the split-KV workspace of the largest step small enough for the fast (split) decode path.
         engine_args.max_num_batched_tokens = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    _graph_prefill_steps(engine_args)
     # async_scheduling stays as given (vLLM turns it on by default where it can): a step's batch then depends
     # on timing, which vosti's kernels are invariant to, and VostiScheduler becomes VostiAsyncScheduler,
     # which publishes a page only once its tokens are known.
-    _graph_prefill_steps(engine_args)
     if getattr(engine_args, "scheduler_cls", None) in (None, ""):
         engine_args.scheduler_cls = SCHEDULER_PATH
     if compat.has_cascade_attention() and hasattr(engine_args, "disable_cascade_attn"):
