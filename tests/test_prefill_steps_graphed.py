@@ -13,7 +13,8 @@ pytest.importorskip("vllm")
 from vllm.config import CUDAGraphMode  # noqa: E402
 from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 
-from vosti_plugin.selection import COARSE_GRAPH_STRIDE, MAX_GRAPH_TOKENS, graph_capture_sizes  # noqa: E402
+from vosti_plugin.selection import (COARSE_GRAPH_STRIDE, MAX_GRAPH_TOKENS, _capture_setting,  # noqa: E402
+                                   graph_capture_sizes)
 
 
 @pytest.fixture(scope="module")
@@ -31,16 +32,11 @@ def _captured_sizes(built) -> list[int]:
     gpu = copy.deepcopy(config)
     cc = gpu.compilation_config
     cc.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
-    cc.cudagraph_capture_sizes = args.cudagraph_capture_sizes or _given(args, "cudagraph_capture_sizes")
-    cc.max_cudagraph_capture_size = args.max_cudagraph_capture_size or _given(args, "max_cudagraph_capture_size")
+    cc.cudagraph_capture_sizes = _capture_setting(args, "cudagraph_capture_sizes")
+    cc.max_cudagraph_capture_size = _capture_setting(args, "max_cudagraph_capture_size")
     gpu._set_cudagraph_sizes()
     assert cc.max_cudagraph_capture_size == max(cc.cudagraph_capture_sizes)
     return cc.cudagraph_capture_sizes
-
-
-def _given(args, name):
-    cc = args.compilation_config
-    return cc.get(name) if isinstance(cc, dict) else getattr(cc, name, None)
 
 
 @pytest.mark.parametrize("budget, expected", [(None, 2048), (512, 512), (1000, 1000), (8192, MAX_GRAPH_TOKENS),
