@@ -70,11 +70,31 @@ def test_bench_tables_rebuild_from_the_tracked_summaries(tmp_path, run, kind):
     assert json.loads((tmp_path / "summary.json").read_text()) == json.loads((RESULTS / run / "summary.json").read_text())
 
 
-@pytest.mark.parametrize("session", ["h200-s16", "h200-s17"])
-def test_grid_tables_rebuild_from_the_tracked_summary(tmp_path, session):
-    run = RESULTS / session / "grid"
+def test_grid_tables_rebuild_from_the_tracked_summary(tmp_path):
+    run = RESULTS / "h200"
     assert grid.main(["--summary", str(run / "summary.json"), "--out", str(tmp_path)]) == 0
     assert (tmp_path / "grid.md").read_text() == (run / "grid.md").read_text()
+
+
+def test_readme_grid_table_is_generated_from_the_tracked_summary(capsys):
+    readme = (ROOT / "README.md").read_text()
+    block = readme[readme.index("<!-- grid:begin -->\n") + len("<!-- grid:begin -->\n"):readme.index("<!-- grid:end -->")]
+    assert grid.main(["--summary", str(RESULTS / "h200" / "summary.json"), "--readme"]) == 0
+    assert capsys.readouterr().out == block
+
+
+def test_readme_table_spans_each_ratio_over_the_contexts_and_names_agentic_and_startup():
+    def cell(context, dv, dd, pv, pd):
+        return {"model": "m", "batch": 4, "context": context, "decode_tok_s": {"vosti": dv, "default": dd, "bi": dv / 4},
+                "prefill_tok_s": {"vosti": pv, "default": pd, "bi": None}}
+    summary = {"cells": [cell(0, 90, 100, 5, 1), cell(1024, 80, 100, 70, 100), cell(8192, 60, 100, 50, 100)],
+               "agentic": [{"model": "m", "mean_session_s": {"vosti": 40.0, "default": None, "bi": 100.0}}],
+               "startup_s": [{"model": "m", "mode": "vosti", "caches": "cold", "startup_s": 60.0},
+                             {"model": "m", "mode": "default", "caches": "cold", "startup_s": 50.0}]}
+    text = grid.readme_table(summary)
+    assert "| m | 4 | 0.60-0.90x | 4.00x | 0.50-0.70x | - |" in text   # context 0's prefill is left out
+    assert "40.0 s per session against BI's 100.0 s (2.50x BI)." in text
+    assert "vosti 60 s, default 50 s (1.20x)" in text
 
 
 def _comparison(cls, case, match):

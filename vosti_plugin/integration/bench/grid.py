@@ -4,6 +4,7 @@ startup times, as the committed `integration/results/h200/summary.json`, and the
   python -m vosti_plugin.integration.bench.grid --throughput RUN/tp_*.json --agentic RUN/ag_*.json \\
       [--startup RUN/startup/tp_*.json] [--vosti-mode vosti] --out integration/results/h200
   python -m vosti_plugin.integration.bench.grid --summary integration/results/h200/summary.json --out DIR  # tables again
+  python -m vosti_plugin.integration.bench.grid --summary integration/results/h200/summary.json --readme  # README's
 
 Inputs are the per-mode JSONs of `throughput` and `agentic` (or the bench summary.json files made from them).
 Startup is every throughput result's `startup_s`, cold when the run began with empty Triton and vLLM compile
@@ -140,6 +141,43 @@ def markdown(summary: dict) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _span(values: list[float]) -> str:
+    if not values:
+        return "-"
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+
+
+def readme_table(summary: dict) -> str:
+    """The README's compact table: per model and batch, each ratio's range over the contexts, then agentic and
+    startup (the block between the grid markers in README.md)."""
+    lines = ["| model | batch | decode vs default | decode vs BI | prefill vs default | prefill vs BI |",
+             "|---|---|---|---|---|---|"]
+    for model, batch in sorted({(c["model"], c["batch"]) for c in summary["cells"]}):
+        cells = [c for c in summary["cells"] if c["model"] == model and c["batch"] == batch]
+        prefill = [c for c in cells if c["context"] > 0]
+
+        def ratios(phase, other, rows):
+            return [r for c in rows if (r := _ratio(c[phase]["vosti"], c[phase][other])) is not None]
+
+        lines.append(f"| {model} | {batch} | {_span(ratios('decode_tok_s', 'default', cells))} | "
+                     f"{_span(ratios('decode_tok_s', 'bi', cells))} | "
+                     f"{_span(ratios('prefill_tok_s', 'default', prefill))} | "
+                     f"{_span(ratios('prefill_tok_s', 'bi', prefill))} |")
+    notes = []
+    for a in summary["agentic"]:
+        s = a["mean_session_s"]
+        if s["vosti"] and s["bi"]:
+            notes.append(f"- Agentic replay, {a['model']}: {s['vosti']:.1f} s per session against BI's {s['bi']:.1f} s "
+                         f"({s['bi'] / s['vosti']:.2f}x BI)" + (f", default {s['default']:.1f} s." if s["default"] else "."))
+    by = {(s["model"], s["mode"], s["caches"]): s["startup_s"] for s in summary["startup_s"]}
+    for model, kind in sorted({(s["model"], s["caches"]) for s in summary["startup_s"]}):
+        v, d = by.get((model, "vosti", kind)), by.get((model, "default", kind))
+        if v and d:
+            notes.append(f"- Startup, {model} ({kind} caches): vosti {v:.0f} s, default {d:.0f} s ({v / d:.2f}x).")
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--throughput", nargs="*", default=[])
@@ -147,8 +185,18 @@ def main(argv=None) -> int:
     ap.add_argument("--startup", nargs="*", default=[], help="extra throughput results run only for startup times")
     ap.add_argument("--summary", type=Path, help="re-render the tables of a grid summary.json")
     ap.add_argument("--vosti-mode", default="vosti", help="the bench mode reported as vosti (e.g. vosti-tma)")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path, help="where summary.json and grid.md go (required unless --readme)")
+    ap.add_argument("--readme", action="store_true", help="print only the README's compact table of --summary")
     a = ap.parse_args(argv)
+    if a.readme:
+        if not a.summary:
+            ap.error("--readme needs --summary")
+        import json
+
+        print(readme_table(json.loads(a.summary.read_text())), end="")
+        return 0
+    if a.out is None:
+        ap.error("--out is required")
     if a.summary:
         import json
 
