@@ -59,6 +59,50 @@ def test_qk_norm_on_strided_head_view_equals_single_token(T, seed, gemma):
     assert torch.equal(full[t], single[0])
 
 
+class _AtenCalls(torch.utils._python_dispatch.TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("gemma", [False, True])
+def test_qk_norm_reads_the_strided_heads_in_place(gemma):
+    """The q/k split of a fused qkv output, unflattened into heads, is normed where it lies: the launcher runs
+    no copy for it that it does not run for a contiguous input (on the GPU every copy is one more kernel per
+    norm per layer; the interpreter's own argument copies are the same for both), and each head's row equals
+    the row normed from a contiguous copy, bit for bit."""
+    T, heads, kv_heads, D = 5, 8, 4, 64
+    qkv = torch.randn(T, (heads + 2 * kv_heads) * D, generator=torch.Generator().manual_seed(3))
+    q, k, _v = qkv.split([heads * D, kv_heads * D, kv_heads * D], dim=-1)
+    w = torch.randn(D)
+    for part, n in ((q, heads), (k, kv_heads)):
+        view = part.unflatten(-1, (n, D))
+        assert not view.is_contiguous()
+        assert rmsnorm.row_view(view).data_ptr() == view.data_ptr()
+        copies = []
+        for x in (view, view.contiguous()):
+            with _AtenCalls() as calls:
+                got = rmsnorm.rms_norm(x, w, 1e-6, gemma=gemma)
+            copies.append([c for c in calls.names if c in ("clone", "copy_", "_to_copy", "_reshape_copy")])
+        assert copies[0] == copies[1], copies
+        assert torch.equal(got, rmsnorm.rms_norm(view.contiguous(), w, 1e-6, gemma=gemma))
+        assert torch.equal(got.flatten(-2), rmsnorm.rms_norm(view.contiguous().view(T * n, D), w, 1e-6,
+                                                             gemma=gemma).view(T, n * D))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_gpu_norms_read_the_weight_in_its_own_dtype(dtype):
+    """On the GPU the kernel widens the weight to fp32 itself (exactly), so the launcher hands it over as it
+    is: an fp32 copy per call would be one more kernel for every Gemma norm of every layer."""
+    w = torch.randn(256).to(dtype)
+    assert rmsnorm.kernel_weight(w, cpu=False) is w
+    assert rmsnorm.kernel_weight(w, cpu=True).dtype == torch.float32
+
+
 def _reference(x, r, w, kind, eps=1e-6):
     z = x.double() + (r.double() if kind.startswith("fused") else 0)
     y = z / torch.sqrt((z * z).mean(-1, keepdim=True) + eps)

@@ -41,23 +41,27 @@ def select_config(hidden: int) -> RMSNormConfig:
 NO_WEIGHT, PLAIN_WEIGHT, GEMMA_WEIGHT = 0, 1, 2
 
 
-# Relational contract (checked by `vosti verify`): row x of a launch of any number of rows and the single
-# row of a one-row launch, with equal x (and residual) rows and equal weights, get equal output (and
-# residual output) rows.
-# Why: program r touches row r only; sum of squares = tl.sum(acc) where acc[j] accumulates the chunks
-# c0 = 0, BLOCK, ... < H in order; the row count never enters the arithmetic.
-_ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.x_ptr[x, :] == R.x_ptr[0, :]", "L.res_ptr[x, :] == R.res_ptr[0, :]",
-            "L.w_ptr[:] == R.w_ptr[:]")
+# Relational contract (checked by `vosti verify`): token x of a launch of any number of tokens and the single
+# token of a one-token launch, with equal x (and residual) rows and equal weights, get equal output (and
+# residual output) rows. A token holds NH rows of H (NH = 1 for a hidden-state norm; the heads of a q/k norm,
+# read in place from the strided qkv split, so no copy precedes the launch).
+# Why: program (t, h) touches row (t, h) only; sum of squares = tl.sum(acc) where acc[j] accumulates the chunks
+# c0 = 0, BLOCK, ... < H in order; the token count and the strides never enter the arithmetic.
+_ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.NH == R.NH", "L.x_ptr[x, :, :] == R.x_ptr[0, :, :]",
+            "L.res_ptr[x, :, :] == R.res_ptr[0, :, :]", "L.w_ptr[:] == R.w_ptr[:]")
+
+
+def _rows3(name: str) -> dict:
+    return tensor(("M", "NH", "H"), (f"stride_{name}", f"stride_{name}_h", 1))
 
 
 @contract(
-    params={"x_ptr": tensor(("M", "H"), ("stride_x", 1)), "res_ptr": tensor(("M", "H"), ("stride_res", 1)),
-            "w_ptr": tensor(("H",), (1,)), "y_ptr": tensor(("M", "H"), ("stride_y", 1)),
-            "res_out_ptr": tensor(("M", "H"), ("stride_res_out", 1)), "eps": scalar("float32")},
-    grid=("M",),
-    verif=[goal("row_invariance", same=("H", "eps"), pre=_ROW_PRE, post=("L.y_ptr[x, :] == R.y_ptr[0, :]",)),
+    params={"x_ptr": _rows3("x"), "res_ptr": _rows3("res"), "w_ptr": tensor(("H",), (1,)), "y_ptr": _rows3("y"),
+            "res_out_ptr": _rows3("res_out"), "eps": scalar("float32")},
+    grid=("M", "NH"),
+    verif=[goal("row_invariance", same=("H", "eps"), pre=_ROW_PRE, post=("L.y_ptr[x, :, :] == R.y_ptr[0, :, :]",)),
            goal("residual_row_invariance", when="HAS_RESIDUAL", same=("H", "eps"), pre=_ROW_PRE,
-                post=("L.res_out_ptr[x, :] == R.res_out_ptr[0, :]",))],
+                post=("L.res_out_ptr[x, :, :] == R.res_out_ptr[0, :, :]",))],
     symbolic=("BLOCK",),
     assume=("BLOCK >= 1",),
 )
@@ -65,29 +69,32 @@ _ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.x_ptr[x, :] == R.x_ptr[0, :]", "L.res
 def rms_norm_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
     H, eps,
-    stride_x, stride_res, stride_y, stride_res_out,
+    stride_x, stride_x_h, stride_res, stride_res_h, stride_y, stride_y_h, stride_res_out, stride_res_out_h,
     HAS_RESIDUAL: tl.constexpr,
     WEIGHT_MODE: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0).to(tl.int64)
+    token = tl.program_id(0).to(tl.int64)
+    head = tl.program_id(1).to(tl.int64)
+    x_row = x_ptr + token * stride_x + head * stride_x_h
+    res_row = res_ptr + token * stride_res + head * stride_res_h
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for c0 in range(0, H, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         ok = cols < H
-        v = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+        v = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32)
         if HAS_RESIDUAL:
-            v = v + tl.load(res_ptr + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)
-            tl.store(res_out_ptr + row * stride_res_out + cols,
+            v = v + tl.load(res_row + cols, mask=ok, other=0.0).to(tl.float32)
+            tl.store(res_out_ptr + token * stride_res_out + head * stride_res_out_h + cols,
                      v.to(res_out_ptr.dtype.element_ty), mask=ok)
         acc += v * v
     inv_rms = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / H + eps)
     for c0 in range(0, H, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         ok = cols < H
-        v = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32)
+        v = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32)
         if HAS_RESIDUAL:
-            v = v + tl.load(res_ptr + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)
+            v = v + tl.load(res_row + cols, mask=ok, other=0.0).to(tl.float32)
         normed = v * inv_rms
         if WEIGHT_MODE == 1:
             w = tl.load(w_ptr + cols, mask=ok, other=0.0)
@@ -95,13 +102,22 @@ def rms_norm_kernel(
         if WEIGHT_MODE == 2:
             w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
             normed = normed * (1.0 + w)
-        tl.store(y_ptr + row * stride_y + cols, normed.to(y_ptr.dtype.element_ty), mask=ok)
+        tl.store(y_ptr + token * stride_y + head * stride_y_h + cols, normed.to(y_ptr.dtype.element_ty), mask=ok)
 
 
-def _rows(t: torch.Tensor) -> torch.Tensor:
-    """A 2-D [rows, H] view (or copy) of t with unit column stride."""
-    t2 = t.reshape(-1, t.shape[-1])
-    return t2 if t2.stride(-1) == 1 else t2.contiguous()
+def row_view(t: torch.Tensor) -> torch.Tensor:
+    """t as [tokens, rows per token, H] with unit column stride: a view when t's leading dims merge (a q/k split
+    of a fused qkv output, unflattened into heads, is read in place), else a copy."""
+    if t.dim() == 1:
+        t = t.unsqueeze(0)
+    t3 = t.unsqueeze(-2) if t.dim() == 2 else t.reshape(-1, t.shape[-2], t.shape[-1])
+    return t3 if t3.stride(-1) == 1 else t3.contiguous()
+
+
+def kernel_weight(weight: torch.Tensor, cpu: bool) -> torch.Tensor:
+    """The weight as the kernel reads it. On the GPU in its own dtype (the kernel widens it to fp32 exactly,
+    so a per-call fp32 copy would only add a launch to every norm); the CPU path runs in fp32."""
+    return weight.float().contiguous() if cpu else weight.contiguous()
 
 
 def _launch(x, residual, weight, eps: float, gemma: bool):
@@ -114,22 +130,22 @@ def _launch(x, residual, weight, eps: float, gemma: bool):
     cpu = x.device.type == "cpu"
     if cpu and not interpreting():
         raise RuntimeError("vosti dense ops on CPU need TRITON_INTERPRET=1 set before triton is imported")
-    x2 = _rows(x.float() if cpu else x)
-    r2 = None if residual is None else _rows(residual.float() if cpu else residual)
-    w = None
-    if weight is not None:
-        w = weight.float().contiguous() if cpu or gemma else weight.contiguous()
-    y = torch.empty(x2.shape, device=x.device, dtype=x2.dtype)
+    x3 = row_view(x.float() if cpu else x)
+    r3 = None if residual is None else row_view(residual.float() if cpu else residual)
+    w = None if weight is None else kernel_weight(weight, cpu)
+    y = torch.empty(x3.shape, device=x.device, dtype=x3.dtype)
     r_out = torch.empty_like(y) if residual is not None else y
-    if x2.shape[0] > 0:
+    if y.numel() > 0:
         cfg = select_config(H)
         mode = NO_WEIGHT if w is None else GEMMA_WEIGHT if gemma else PLAIN_WEIGHT
-        guard.check(rms_norm_kernel, (x2.shape[0],), HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode,
-                    BLOCK=cfg.block)
-        rms_norm_kernel[(x2.shape[0],)](
-            x2, r2 if r2 is not None else x2, w if w is not None else x2, y, r_out,
+        grid = (x3.shape[0], x3.shape[1])
+        guard.check(rms_norm_kernel, grid, HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode, BLOCK=cfg.block)
+        r_in = r3 if r3 is not None else x3
+        rms_norm_kernel[grid](
+            x3, r_in, w if w is not None else x3, y, r_out,
             H, float(eps),
-            x2.stride(0), (r2 if r2 is not None else x2).stride(0), y.stride(0), r_out.stride(0),
+            x3.stride(0), x3.stride(1), r_in.stride(0), r_in.stride(1), y.stride(0), y.stride(1),
+            r_out.stride(0), r_out.stride(1),
             HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode, BLOCK=cfg.block,
             num_warps=cfg.num_warps,
         )
