@@ -13,7 +13,8 @@
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which), bench-attn, bench-long
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
-# prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), attention-lever (#20: the
+# prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), decode-parts (#20: a decode
+# step by part as replayed graphs, no vLLM), attention-lever (#20: the
 # proved prefill attention lever against the shipped kernel, no vLLM needed),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
 # overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
@@ -169,6 +170,14 @@ for step in $STEPS; do
         timeout 120 python3 integration/gpu/prefill_layer_parts.py --model $m --context $c \
           --out "$R/prefill-parts/$m-$c.json" >> "$R/prefill-parts.log" 2>&1
       done; done; log "prefill-parts done" ;;
+    decode-parts)   # a decode step by part, each part a replayed CUDA graph, no vLLM: where Gemma's decode gap goes (#20)
+      mkdir -p "$R/decode-parts"
+      for mbc in gemma3-4b:1:1024 gemma3-4b:4:1024 gemma3-4b:16:1024 gemma3-4b:4:16384 llama31-8b:4:1024 \
+                 llama31-8b:4:16384 qwen3-8b:4:1024; do
+        IFS=: read -r m b c <<< "$mbc"
+        timeout 150 python3 integration/gpu/decode_layer_parts.py --model $m --batch $b --context $c \
+          --out "$R/decode-parts/$m-b$b-$c.json" >> "$R/decode-parts.log" 2>&1
+      done; log "decode-parts done" ;;
     bench-capture)   # prefill steps as piecewise CUDA graphs (capture size 2048) vs vosti's default and stock (#20)
       for m in gemma3-4b llama31-8b; do
         env OUT="$R/bench-capture/$m" MODEL=$m BENCH_MODES="vosti default" CONTEXTS=1024,8192 BATCHES=4 DECODE=64 \
