@@ -141,7 +141,10 @@ def main() -> int:
     kv_new = torch.randn(args.tokens, hkv, d, generator=gen, device=dev).to(dt)
     positions = torch.arange(args.context, seq_len, device=dev)
     slots = (block_table[0, positions // args.page_size].long() * args.page_size + positions % args.page_size)
-    q_rows, k_rows = q.reshape(-1, d), kv_new.reshape(-1, d)
+    # q/k norms read the heads of the qkv split in place, as vLLM's attention layers hand them over
+    qkv_out = torch.randn(args.tokens, (hq + 2 * hkv) * d, generator=gen, device=dev).to(dt)
+    q_rows, k_rows, _v = (t.unflatten(-1, (n, d)) for t, n in zip(qkv_out.split([hq * d, hkv * d, hkv * d], -1),
+                                                                 (hq, hkv, hkv)))
     gemma = "sandwich" in norms
     act_fn = gelu_tanh_and_mul if act == "gelu_tanh" else silu_and_mul
 
