@@ -5,9 +5,9 @@ replayed as a CUDA graph (as vLLM replays a decode step), no vLLM needed.
     python integration/gpu/decode_layer_parts.py --cpu-smoke --out /tmp/d.json   # logic check, no GPU
 
 Parts, µs per replay: the four GEMMs (vosti's `linear` against cuBLAS), attention (split path, its workspace
-and segment grid sized for --max-model-len as the backend sizes them; window and global layers), the KV
-write, the activation and every norm as vLLM's decoder layer calls it: q/k norms on the heads of the strided
-qkv split, Gemma's (1 + w) norms with the weight in its own dtype. `qk_norm_copied` is the q/k norm as it ran
+and segment grid sized for --max-model-len as the backend sizes them; window and global layers; torch SDPA on
+dense K/V of the same shape for scale), the KV write, the activation and every norm as vLLM's decoder layer
+calls it: q/k norms on the heads of the strided qkv split, Gemma's (1 + w) norms with the weight in its own dtype. `qk_norm_copied` is the q/k norm as it ran
 before session 18 (a copy of the split and an fp32 copy of the weight ahead of each launch). Then one whole
 layer of each kind as one graph, vosti's GEMMs against cuBLAS's, and the step it adds up to.
 """
@@ -122,6 +122,14 @@ def main() -> int:
 
     for kind, w in kinds.items():
         parts[f"attention_{kind}"] = _replay_us(lambda w=w: attend(w), args.repeats, cpu)
+    # for scale, what a dense-KV attention costs (torch SDPA, its fastest backend, no pages): the window layer
+    # reads only its window, as FlashAttention does
+    for kind, w in kinds.items():
+        keys = min(seq_len, w) if w else seq_len
+        qd, kd, vd = randn(B, hq, 1, d), randn(B, hkv, keys, d), randn(B, hkv, keys, d)
+        parts[f"attention_{kind}_sdpa_dense"] = _replay_us(
+            lambda qd=qd, kd=kd, vd=vd: torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, enable_gqa=True),
+            args.repeats, cpu)
 
     x, residual, gain, head_gain = randn(B, hidden), randn(B, hidden), randn(hidden), randn(d)
     qkv_out = randn(B, shapes["qkv"][0])
