@@ -331,6 +331,10 @@ VARIANTS: dict[str, tuple] = {
     "lever: fold combine": (_lever_edits(False), True),
     "lever: fold combine, fused interior": (_lever_edits(True), True),
     "lever: fold combine, fused interior, 128 rows, 8 warps": (_lever_edits(True), True, _M128),
+    "4 warps": ([], True, {"num_warps": 4}),
+    "8 warps": ([], True, {"num_warps": 8}),
+    "segments of 256 (other bits)": ([], False, {"segment": 256}),
+    "segments of 128 (other bits)": ([], False, {"segment": 128}),
     "KV tiles of 128 (other bits)": ([], False, {"block_n": 128}),
     "tiles of 128 rows and 128 keys, 8 warps (other bits)": ([], False, {**_M128, "block_n": 128}),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
@@ -351,29 +355,38 @@ def load_variant(name: str, edits: list[tuple[str, str]], tmp: str, source: str 
     return mod
 
 
-def cases(smoke: bool, device: str, dtype: torch.dtype):
-    """(name, requests, max_model_len, mode, path) for the Llama-3.1-8B geometry (32 q / 8 kv heads, head_dim
-    128). max_model_len sizes the segment grid as the backend does; 131072 is Llama-3.1's default."""
+# q heads, kv heads, head_dim, sliding window of the window layers (None: every layer global)
+GEOMETRIES = {"llama31-8b": (32, 8, 128, None), "gemma3-4b": (8, 4, 256, 1024)}
+
+
+def cases(smoke: bool, device: str, dtype: torch.dtype, geometry: str = "llama31-8b"):
+    """(name, requests, max_model_len, mode, path, window) for a served geometry (Llama-3.1-8B: 32 q / 8 kv
+    heads, head_dim 128; Gemma-3-4B: 8 q / 4 kv heads, head_dim 256, window layers of 1024 beside its global
+    ones). max_model_len sizes the segment grid as the backend does; 131072 is both models' default."""
     if smoke:
         chunk = [random_request(256, 64, 4, 2, 32, seed=1, dtype=dtype, device=device)]
-        return [("prefill chunk 64 @ 256", chunk, 512, "prefill", "split"),
-                ("prefill chunk 64 @ 256, fused path", chunk, 512, "prefill", "fused"),
-                ("decode b2 @ 200", [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device)
-                                     for s in (2, 3)], 512, "decode", "split"),
-                ("decode b2 @ 200, grid for 4K", [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device)
-                                                  for s in (2, 3)], 4096, "decode", "split")]
+        pair = [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device) for s in (2, 3)]
+        return [("prefill chunk 64 @ 256", chunk, 512, "prefill", "split", None),
+                ("prefill chunk 64 @ 256, fused path", chunk, 512, "prefill", "fused", None),
+                ("decode b2 @ 200", pair, 512, "decode", "split", None),
+                ("decode b2 @ 200, grid for 4K", pair, 4096, "decode", "split", None),
+                ("decode b2 @ 200, window 64", pair, 4096, "decode", "split", 64)]
+    hq, hkv, d, window = GEOMETRIES[geometry]
+    kinds = [("", None)] if window is None else [(", window layer", window), (", global layer", None)]
     out = []
     for kv in (8192, 16384):
-        req = [random_request(kv, 2048, 32, 8, 128, seed=kv, dtype=dtype, device=device)]
-        out.append((f"prefill chunk 2048 @ {kv // 1024}K", req, kv + 512, "prefill", "split"))
-        out.append((f"prefill chunk 2048 @ {kv // 1024}K, fused path", req, kv + 512, "prefill", "fused"))
+        req = [random_request(kv, 2048, hq, hkv, d, seed=kv, dtype=dtype, device=device)]
+        for label, w in kinds:
+            out.append((f"prefill chunk 2048 @ {kv // 1024}K{label}", req, kv + 512, "prefill", "split", w))
+            out.append((f"prefill chunk 2048 @ {kv // 1024}K{label}, fused path", req, kv + 512, "prefill", "fused", w))
     for ctx in (1024, 8192):
         for b in (1, 4, 16):
-            reqs = [random_request(ctx, 1, 32, 8, 128, seed=100 + s, dtype=dtype, device=device) for s in range(b)]
-            out.append((f"decode b{b} @ {ctx // 1024}K", reqs, ctx + 512, "decode", "split"))
-            out.append((f"decode b{b} @ {ctx // 1024}K, grid for 128K", reqs, 131072, "decode", "split"))
-            if ctx == 8192:
-                out.append((f"decode b{b} @ 8K, fused path", reqs, 131072, "decode", "fused"))
+            reqs = [random_request(ctx, 1, hq, hkv, d, seed=100 + s, dtype=dtype, device=device) for s in range(b)]
+            for label, w in kinds:
+                out.append((f"decode b{b} @ {ctx // 1024}K{label}", reqs, ctx + 512, "decode", "split", w))
+                out.append((f"decode b{b} @ {ctx // 1024}K{label}, grid for 128K", reqs, 131072, "decode", "split", w))
+                if ctx == 8192:
+                    out.append((f"decode b{b} @ 8K{label}, fused path", reqs, 131072, "decode", "fused", w))
     return out
 
 
@@ -383,6 +396,8 @@ def main() -> int:
     ap.add_argument("--cpu-smoke", action="store_true")
     ap.add_argument("--previous", help="an earlier paged_attention.py, timed as variant 'previous'")
     ap.add_argument("--variants", help="comma-separated variant names to time beside 'shipped' (default: all)")
+    ap.add_argument("--geometry", choices=sorted(GEOMETRIES), default="llama31-8b",
+                    help="whose heads, head_dim and window the cases take")
     args = ap.parse_args()
     if args.variants:
         keep = {"shipped", *args.variants.split(";" if ";" in args.variants else ",")}
@@ -399,10 +414,11 @@ def main() -> int:
     if args.previous:
         VARIANTS["previous"] = ([], False)
         mods["previous"] = load_variant("previous", [], tmp, args.previous)
-    report: dict = {"device": torch.cuda.get_device_name() if not smoke else "cpu (interpreter)", "cases": {}}
+    report: dict = {"device": torch.cuda.get_device_name() if not smoke else "cpu (interpreter)",
+                    "geometry": args.geometry, "cases": {}}
     t0 = time.time()
     page = 16 if smoke else 64  # vLLM's block size with vosti on CUDA
-    for case, requests, max_model_len, mode, path in cases(smoke, device, dtype):
+    for case, requests, max_model_len, mode, path, window in cases(smoke, device, dtype, args.geometry):
         batch = build_paged_batch(requests, page_size=page, seed=7)
         heads, dim = batch.q.shape[1], batch.q.shape[2]
         cfg = select_config(dim, heads, batch.k_cache.shape[2], page, dtype)
@@ -410,7 +426,8 @@ def main() -> int:
         block_table = torch.zeros(batch.block_table.shape[0], max(batch.block_table.shape[1], -(-max_model_len // page)),
                                   dtype=batch.block_table.dtype, device=device)
         block_table[:, :batch.block_table.shape[1]] = batch.block_table
-        segs = shipped.num_kv_segments(block_table, page, cfg.segment, max_model_len)
+        smallest = min([cfg.segment] + [v[2]["segment"] for v in VARIANTS.values() if len(v) > 2 and "segment" in v[2]])
+        segs = shipped.num_kv_segments(block_table, page, smallest, max_model_len)
         ws = torch.empty(2 * shipped.split_workspace_numel(batch.q.shape[0], heads, dim, segs), dtype=torch.float32,
                          device=device)
         step_max = batch.seq_lens.max().reshape(1).to(torch.int32)
@@ -430,7 +447,8 @@ def main() -> int:
             def call(mod=mod, out=out, vcfg=vcfg, per_step=per_step):
                 mod.paged_attention(batch.q, batch.k_cache, batch.v_cache, block_table, batch.seq_lens,
                                     batch.query_start_loc, out, scale=dim ** -0.5, config=vcfg,
-                                    max_seqlen_k=max_model_len, workspace=ws, path=path, **per_step)
+                                    sliding_window=window, max_seqlen_k=max_model_len, workspace=ws, path=path,
+                                    **per_step)
             call()
             if smoke:
                 ms = float("nan")

@@ -10,7 +10,8 @@
 # harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, bench-step-budget (#20: engine steps of 8192/16384 tokens), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
-# attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which), bench-attn, bench-long
+# attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which),
+# attention-variants-gemma (the same on Gemma-3-4B's window and global layers), bench-attn, bench-long
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
 # prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), decode-parts (#20: a decode
@@ -130,6 +131,9 @@ for step in $STEPS; do
       timeout 300 python3 integration/gpu/attention_variants.py ${PREV_ATTENTION:+--previous "$PREV_ATTENTION"} \
         ${ATTN_VARIANTS:+--variants "$ATTN_VARIANTS"} \
         --out "$R/attention-variants.json" > "$R/attention-variants.log" 2>&1; log "attention-variants rc=$?" ;;
+    attention-variants-gemma)   # Gemma-3-4B's window and global layers: decode latency variants, bits kept or not (#20)
+      timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;one page load per tile + tile loop 3 stages;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
+        --out "$R/attention-variants-gemma.json" > "$R/attention-variants-gemma.log" 2>&1; log "attention-variants-gemma rc=$?" ;;
     attention-lever)   # the prefill lever as proved (attention_lever): FOLD combine's decode cost, fused 128-row interior prefill (#20)
       timeout 300 python3 integration/gpu/attention_variants.py \
         --variants "lever: fold combine;lever: fold combine, fused interior;lever: fold combine, fused interior, 128 rows, 8 warps;tiles of 128 rows, 8 warps, interior unmasked" \
