@@ -132,7 +132,7 @@ for step in $STEPS; do
         ${ATTN_VARIANTS:+--variants "$ATTN_VARIANTS"} \
         --out "$R/attention-variants.json" > "$R/attention-variants.log" 2>&1; log "attention-variants rc=$?" ;;
     attention-variants-gemma)   # Gemma-3-4B's window and global layers: decode latency variants, bits kept or not (#20)
-      timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;one page load per tile + tile loop 3 stages;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
+      timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;one page load per tile + tile loop 3 stages;tiles of 16 rows;tiles of 16 rows, 3 stages;tiles of 32 rows;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
         --out "$R/attention-variants-gemma.json" > "$R/attention-variants-gemma.log" 2>&1; log "attention-variants-gemma rc=$?" ;;
     attention-lever)   # the prefill lever as proved (attention_lever): FOLD combine's decode cost, fused 128-row interior prefill (#20)
       timeout 300 python3 integration/gpu/attention_variants.py \
