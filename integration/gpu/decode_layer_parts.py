@@ -18,7 +18,6 @@ import json
 import math
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -27,31 +26,20 @@ if "--cpu-smoke" in sys.argv:
 
 import torch  # noqa: E402
 
-from prefill_layer_parts import EXTRAS, GEOMETRIES  # noqa: E402
+from prefill_layer_parts import EXTRAS, GEOMETRIES, _time  # noqa: E402
 
 
 def _replay_us(fn, repeats: int, cpu: bool) -> float:
     """Mean µs per call: on the GPU, fn captured once as a CUDA graph and replayed; on the interpreter,
     the call itself."""
-    fn()
     if cpu:
-        t0 = time.perf_counter()
-        for _ in range(repeats):
-            fn()
-        return round((time.perf_counter() - t0) * 1e6 / repeats, 2)
+        return round(_time(fn, repeats, "cpu")["gpu"] * 1e3, 2)
+    fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
-    graph.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(repeats):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return round(start.elapsed_time(end) * 1e3 / repeats, 2)
+    return round(_time(graph.replay, repeats)["gpu"] * 1e3, 2)
 
 
 def main() -> int:

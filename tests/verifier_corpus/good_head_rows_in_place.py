@@ -3,19 +3,14 @@ a strided [tokens, heads, H] view."""
 import triton
 import triton.language as tl
 
-from vosti_plugin.verifier.contracts import contract, goal, tensor
+from vosti_plugin.verifier.contracts import contract
 
-CONFIGS = [{"BLOCK": 64}]
+from tests.verifier_corpus._head_rows import CONFIGS, GRID, PARAMS, ROW
+
 OBLIGATIONS = {"coverage", "read-equal-region", "write-race"}
 
 
-@contract(
-    params={"x": tensor(("M", "NH", "H"), ("sx", "sxh", 1)), "y": tensor(("M", "NH", "H"), ("sy", "syh", 1))},
-    grid=("M", "NH"),
-    verif=[goal("row_invariance", same=("H",), pre=("R.M == 1", "0 <= r < L.M", "L.NH == R.NH", "H <= BLOCK",
-                                                   "L.x[r, :, :] == R.x[0, :, :]"),
-                post=("L.y[r, :, :] == R.y[0, :, :]",))],
-)
+@contract(params=PARAMS, grid=GRID, verif=[ROW])
 @triton.jit
 def head_scale_kernel(x, y, H, sx, sxh, sy, syh, BLOCK: tl.constexpr):
     token = tl.program_id(0).to(tl.int64)
