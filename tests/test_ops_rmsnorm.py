@@ -139,3 +139,27 @@ def test_config_is_a_function_of_hidden_only():
     assert rmsnorm.select_config(4096) == rmsnorm.select_config(4096)
     assert rmsnorm.select_config(2560).block == 4096
     assert rmsnorm.select_config(128).block == 128
+
+
+@settings(max_examples=12)
+@given(M=row_counts, H=st.sampled_from(HIDDEN), gemma=st.booleans(), seed=st.integers(0, 2**31 - 1), data=st.data())
+def test_norm_add_norm_is_the_two_launches_bit_for_bit_and_row_invariant(M, H, gemma, seed, data):
+    """Gemma's post-attention norm and pre-feedforward residual-add norm in one launch: the outputs and the
+    residual equal the unfused pair's, and a row equals the row computed alone."""
+    x, r, w = _inputs(seed, M, H)
+    w0 = torch.randn(H, generator=torch.Generator().manual_seed(seed + 1)) * 0.5 + 1
+    y, res = rmsnorm.norm_add_rms_norm(x, w0, 1e-6, r, w, 1e-5, gemma=gemma)
+    y_pair, res_pair = rmsnorm.fused_add_rms_norm(rmsnorm.rms_norm(x, w0, 1e-6, gemma=gemma), r, w, 1e-5, gemma=gemma)
+    assert torch.equal(y.view(torch.int32), y_pair.view(torch.int32))
+    assert torch.equal(res.view(torch.int32), res_pair.view(torch.int32))
+    row = data.draw(st.integers(0, M - 1))
+    y1, res1 = rmsnorm.norm_add_rms_norm(x[row:row + 1], w0, 1e-6, r[row:row + 1], w, 1e-5, gemma=gemma)
+    assert torch.equal(y[row], y1[0]) and torch.equal(res[row], res1[0])
+
+
+def test_norm_add_norm_refuses_mismatched_shapes():
+    x, r, w = _inputs(2, 3, 64)
+    with pytest.raises(ValueError, match="weight0"):
+        rmsnorm.norm_add_rms_norm(x, torch.ones(32), 1e-6, r, w, 1e-6)
+    with pytest.raises(ValueError, match="residual"):
+        rmsnorm.norm_add_rms_norm(x, w, 1e-6, r[:2], w, 1e-6)

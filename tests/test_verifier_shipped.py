@@ -17,7 +17,7 @@ def _entry(entries, name):
 
 
 @pytest.mark.parametrize("name", ["mm_kernel", "mm_splitk_partial_kernel", "splitk_combine_kernel",
-                                  "rms_norm_kernel", "softmax_kernel", "mean_kernel"])
+                                  "rms_norm_kernel", "norm_add_rms_norm_kernel", "softmax_kernel", "mean_kernel"])
 def test_dense_op_rows_do_not_depend_on_the_batch(name):
     entry = _entry(matmul.verifier_catalog() + rmsnorm.verifier_catalog() + softmax.verifier_catalog(), name)
     assert entry["configs"], f"{name} has no catalog configs"
@@ -107,8 +107,8 @@ def test_every_catalog_kernel_carries_its_contract_right_above_its_jit():
 
     entries = catalog_entries()
     assert {e["kernel"].fn.__name__ for e in entries} >= {
-        "mm_kernel", "mm_splitk_partial_kernel", "splitk_combine_kernel", "rms_norm_kernel", "softmax_kernel",
-        "mean_kernel", "act_and_mul_kernel", "_paged_attention_segments_kernel", "_combine_segments_kernel",
+        "mm_kernel", "mm_splitk_partial_kernel", "splitk_combine_kernel", "rms_norm_kernel",
+        "norm_add_rms_norm_kernel", "softmax_kernel", "mean_kernel", "act_and_mul_kernel", "_paged_attention_segments_kernel", "_combine_segments_kernel",
         "_write_kv_kernel"}
     for e in entries:
         kernel = e["kernel"]

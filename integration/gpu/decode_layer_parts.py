@@ -7,8 +7,9 @@ replayed as a CUDA graph (as vLLM replays a decode step), no vLLM needed.
 Parts, µs per replay: the four GEMMs (vosti's `linear` against cuBLAS), attention (split path, its workspace
 and segment grid sized for --max-model-len as the backend sizes them; window and global layers; torch SDPA on
 dense K/V of the same shape for scale), the KV write, the activation and every norm as vLLM's decoder layer
-calls it: q/k norms on the heads of the strided qkv split, Gemma's (1 + w) norms with the weight in its own dtype. `qk_norm_copied` is the q/k norm as it ran
-before session 18 (a copy of the split and an fp32 copy of the weight ahead of each launch). Then one whole
+calls it: q/k norms on the heads of the strided qkv split, Gemma's post-attention and pre-feedforward norms
+in one launch (beside the two launches, and whether their bits agree), Gemma's (1 + w) norms with the weight in
+its own dtype. `qk_norm_copied` is the q/k norm as it ran before session 18 (a copy of the split and an fp32 copy of the weight ahead of each launch). Then one whole
 layer of each kind as one graph, vosti's GEMMs against cuBLAS's, and the step it adds up to.
 """
 from __future__ import annotations
@@ -66,7 +67,7 @@ def main() -> int:
                                                         step_max_seq_len)
     from vosti_plugin.ops.activation import gelu_tanh_and_mul, silu_and_mul
     from vosti_plugin.ops.matmul import linear
-    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, rms_norm
+    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, norm_add_rms_norm, rms_norm
 
     hidden, inter, hq, hkv, d, layers, window = GEOMETRIES[args.model]
     norms, act = EXTRAS[args.model]
@@ -120,6 +121,7 @@ def main() -> int:
             args.repeats, cpu)
 
     x, residual, gain, head_gain = randn(B, hidden), randn(B, hidden), randn(hidden), randn(d)
+    checks: dict = {}
     qkv_out = randn(B, shapes["qkv"][0])
     q_view, k_view, _v = qkv_out.split([hq * d, hkv * d, hkv * d], dim=-1)
     q_heads, k_heads = q_view.unflatten(-1, (hq, d)), k_view.unflatten(-1, (hkv, d))
@@ -137,6 +139,13 @@ def main() -> int:
     if gemma:
         parts["post_norm"] = _replay_us(lambda: rms_norm(x, gain, 1e-6, True), args.repeats, cpu)
         parts["post_norm_fp32_weight"] = _replay_us(lambda: rms_norm(x, gain.float(), 1e-6, True), args.repeats, cpu)
+        parts["norm_pair_one_launch"] = _replay_us(lambda: norm_add_rms_norm(x, gain, 1e-6, residual, gain, 1e-6, True),
+                                                   args.repeats, cpu)
+        parts["norm_pair_two_launches"] = _replay_us(
+            lambda: fused_add_rms_norm(rms_norm(x, gain, 1e-6, True), residual, gain, 1e-6, True), args.repeats, cpu)
+        one = norm_add_rms_norm(x, gain, 1e-6, residual, head_gain.new_ones(hidden), 1e-6, True)
+        two = fused_add_rms_norm(rms_norm(x, gain, 1e-6, True), residual, head_gain.new_ones(hidden), 1e-6, True)
+        checks["norm_pair_bits_equal_two_launches"] = all(torch.equal(a, b) for a, b in zip(one, two))
     parts["kv_write"] = _replay_us(lambda: write_kv(kv_new, kv_new, k_cache, v_cache, slots), args.repeats, cpu)
     parts["activation"] = _replay_us(lambda: act_fn(gate_up), args.repeats, cpu)
 
@@ -150,9 +159,10 @@ def main() -> int:
         write_kv(kv_new, kv_new, k_cache, v_cache, slots)
         attend(kinds[kind])
         gemm(inputs["o"], weights["o"])
-        if gemma:
-            rms_norm(x, gain, 1e-6, True)
-        fused_add_rms_norm(x, residual, gain, 1e-6, gemma)
+        if gemma:   # the post-attention norm and the pre-feedforward residual-add norm in one launch
+            norm_add_rms_norm(x, gain, 1e-6, residual, gain, 1e-6, True)
+        else:
+            fused_add_rms_norm(x, residual, gain, 1e-6, gemma)
         gemm(inputs["gate_up"], weights["gate_up"])
         act_fn(gate_up)
         gemm(inputs["down"], weights["down"])
@@ -169,7 +179,7 @@ def main() -> int:
                "page_size": args.page_size, "layers": counts,
                "config": {"block_m": cfg.block_m, "block_n": cfg.block_n, "segment": cfg.segment,
                           "num_warps": cfg.num_warps, "segments": segments},
-               "parts_us": parts, "layer_us": whole, "step_us": step}
+               "parts_us": parts, "layer_us": whole, "step_us": step, "checks": checks}
     print(json.dumps(summary, indent=1))
     if args.out:
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

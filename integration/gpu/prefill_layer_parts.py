@@ -81,7 +81,7 @@ def main() -> int:
     from vosti_plugin.attention.kv_write import write_kv
     from vosti_plugin.ops.activation import gelu_tanh_and_mul, silu_and_mul
     from vosti_plugin.ops.matmul import linear
-    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, rms_norm
+    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, norm_add_rms_norm, rms_norm
 
     hidden, inter, hq, hkv, d, layers, window = GEOMETRIES[args.model]
     dt, dev = (torch.float32, "cpu") if args.cpu_smoke else (torch.bfloat16, "cuda")
@@ -155,9 +155,10 @@ def main() -> int:
             rms_norm(q_rows, head_gain, 1e-6, gemma)
             rms_norm(k_rows, head_gain, 1e-6, gemma)
         write_kv(kv_new, kv_new, k_cache, v_cache, slots)
-        if gemma:
-            rms_norm(x, gain, 1e-6, True)                       # post-attention norm
-        fused_add_rms_norm(x, residual, gain, 1e-6, gemma)        # pre-feedforward norm
+        if gemma:   # post-attention norm + pre-feedforward residual-add norm, one launch
+            norm_add_rms_norm(x, gain, 1e-6, residual, gain, 1e-6, True)
+        else:
+            fused_add_rms_norm(x, residual, gain, 1e-6, gemma)    # pre-feedforward norm
         act_fn(gate_up)
         if gemma:
             rms_norm(x, gain, 1e-6, True)                       # post-feedforward norm

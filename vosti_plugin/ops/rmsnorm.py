@@ -19,7 +19,7 @@ from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interprete
 
 use_lane_invariant_interpreter()
 
-__all__ = ["RMSNormConfig", "fused_add_rms_norm", "rms_norm", "select_config"]
+__all__ = ["RMSNormConfig", "fused_add_rms_norm", "norm_add_rms_norm", "rms_norm", "select_config"]
 
 _MAX_BLOCK = 8192
 
@@ -105,6 +105,78 @@ def rms_norm_kernel(
         tl.store(y_ptr + token * stride_y + head * stride_y_h + cols, normed.to(y_ptr.dtype.element_ty), mask=ok)
 
 
+# Relational contract: row x of a launch of any number of rows and the one-row launch's row, with equal x and
+# residual rows and equal weights, get equal output and residual output rows.
+# Why: program r touches row r only, and runs rms_norm_kernel's steps back to back: the first norm's sum of
+# squares over the x chunks in order, its output rounded to the output dtype (what the unfused pair stores and
+# reloads), plus the residual in fp32 (stored, rounded, as the residual output), the second sum of squares over
+# those sums in order, then the second norm. One launch instead of two for a norm whose output only feeds the
+# next fused residual-add norm (Gemma's post-attention and pre-feedforward norms).
+_PAIR_PRE = ("R.M == 1", "0 <= x < L.M", "L.x_ptr[x, :] == R.x_ptr[0, :]", "L.res_ptr[x, :] == R.res_ptr[0, :]",
+             "L.w0_ptr[:] == R.w0_ptr[:]", "L.w_ptr[:] == R.w_ptr[:]")
+
+
+@contract(
+    params={"x_ptr": tensor(("M", "H"), ("stride_x", 1)), "w0_ptr": tensor(("H",), (1,)),
+            "res_ptr": tensor(("M", "H"), ("stride_res", 1)), "w_ptr": tensor(("H",), (1,)),
+            "y_ptr": tensor(("M", "H"), ("stride_y", 1)), "res_out_ptr": tensor(("M", "H"), ("stride_res_out", 1)),
+            "eps0": scalar("float32"), "eps": scalar("float32")},
+    grid=("M",),
+    verif=[goal("row_invariance", same=("H", "eps0", "eps"), pre=_PAIR_PRE, post=("L.y_ptr[x, :] == R.y_ptr[0, :]",)),
+           goal("residual_row_invariance", same=("H", "eps0", "eps"), pre=_PAIR_PRE,
+                post=("L.res_out_ptr[x, :] == R.res_out_ptr[0, :]",))],
+    symbolic=("BLOCK",),
+    assume=("BLOCK >= 1",),
+)
+@triton.jit
+def norm_add_rms_norm_kernel(
+    x_ptr, w0_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
+    H, eps0, eps,
+    stride_x, stride_res, stride_y, stride_res_out,
+    WEIGHT_MODE: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    acc0 = tl.zeros((BLOCK,), dtype=tl.float32)
+    for c0 in range(0, H, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + row * stride_x + cols, mask=cols < H, other=0.0).to(tl.float32)
+        acc0 += v * v
+    inv_rms0 = 1.0 / tl.sqrt(tl.sum(acc0, axis=0) / H + eps0)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for c0 in range(0, H, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        ok = cols < H
+        normed = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32) * inv_rms0
+        if WEIGHT_MODE == 1:
+            w0 = tl.load(w0_ptr + cols, mask=ok, other=0.0)
+            normed = normed.to(w0.dtype).to(tl.float32) * w0.to(tl.float32)
+        if WEIGHT_MODE == 2:
+            normed = normed * (1.0 + tl.load(w0_ptr + cols, mask=ok, other=0.0).to(tl.float32))
+        v = normed.to(y_ptr.dtype.element_ty).to(tl.float32)
+        v = v + tl.load(res_ptr + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)
+        tl.store(res_out_ptr + row * stride_res_out + cols, v.to(res_out_ptr.dtype.element_ty), mask=ok)
+        acc += v * v
+    inv_rms = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / H + eps)
+    for c0 in range(0, H, BLOCK):
+        cols = c0 + tl.arange(0, BLOCK)
+        ok = cols < H
+        normed = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32) * inv_rms0
+        if WEIGHT_MODE == 1:
+            w0 = tl.load(w0_ptr + cols, mask=ok, other=0.0)
+            normed = normed.to(w0.dtype).to(tl.float32) * w0.to(tl.float32)
+        if WEIGHT_MODE == 2:
+            normed = normed * (1.0 + tl.load(w0_ptr + cols, mask=ok, other=0.0).to(tl.float32))
+        v = normed.to(y_ptr.dtype.element_ty).to(tl.float32)
+        v = (v + tl.load(res_ptr + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)) * inv_rms
+        if WEIGHT_MODE == 1:
+            w = tl.load(w_ptr + cols, mask=ok, other=0.0)
+            v = v.to(w.dtype).to(tl.float32) * w.to(tl.float32)
+        if WEIGHT_MODE == 2:
+            v = v * (1.0 + tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32))
+        tl.store(y_ptr + row * stride_y + cols, v.to(y_ptr.dtype.element_ty), mask=ok)
+
+
 def row_view(t: torch.Tensor) -> torch.Tensor:
     """t as [tokens, rows per token, H] with unit column stride: a view when t's leading dims merge (a q/k split
     of a fused qkv output, unflattened into heads, is read in place), else a copy."""
@@ -168,6 +240,38 @@ def fused_add_rms_norm(
     return _launch(x, residual, weight, eps, gemma)
 
 
+def norm_add_rms_norm(
+    x: torch.Tensor, weight0: torch.Tensor, eps0: float, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+    gemma: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """fused_add_rms_norm(rms_norm(x, weight0, eps0), residual, weight, eps) in one launch, bit for bit: the first
+    norm's output is rounded to x's dtype before the add, as the two launches store and reload it."""
+    H = x.shape[-1]
+    for name, w in (("weight0", weight0), ("weight", weight)):
+        if w.shape != (H,):
+            raise ValueError(f"{name} must be ({H},), got {tuple(w.shape)}")
+    if residual.shape != x.shape:
+        raise ValueError(f"residual {tuple(residual.shape)} must match x {tuple(x.shape)}")
+    cpu = x.device.type == "cpu"
+    if cpu and not interpreting():
+        raise RuntimeError("vosti dense ops on CPU need TRITON_INTERPRET=1 set before triton is imported")
+    x2 = row_view(x.float() if cpu else x)[:, 0]
+    r2 = row_view(residual.float() if cpu else residual)[:, 0]
+    y = torch.empty(x2.shape, device=x.device, dtype=x2.dtype)
+    r_out = torch.empty_like(y)
+    if y.numel() > 0:
+        cfg = select_config(H)
+        mode = GEMMA_WEIGHT if gemma else PLAIN_WEIGHT
+        guard.check(norm_add_rms_norm_kernel, (x2.shape[0],), WEIGHT_MODE=mode, BLOCK=cfg.block)
+        norm_add_rms_norm_kernel[(x2.shape[0],)](
+            x2, kernel_weight(weight0, cpu), r2, kernel_weight(weight, cpu), y, r_out,
+            H, float(eps0), float(eps),
+            x2.stride(0), r2.stride(0), y.stride(0), r_out.stride(0),
+            WEIGHT_MODE=mode, BLOCK=cfg.block, num_warps=cfg.num_warps,
+        )
+    return y.view(x.shape).to(x.dtype), r_out.view(x.shape).to(residual.dtype)
+
+
 def verifier_catalog() -> list[dict]:
     """The verifier's catalog of this module: every constexpr config `rms_norm`/`fused_add_rms_norm` can launch
     (select_config's block for any hidden size: each power of two up to _MAX_BLOCK)."""
@@ -176,4 +280,7 @@ def verifier_catalog() -> list[dict]:
     cfgs = [select_config(1 << i) for i in range(_MAX_BLOCK.bit_length())]
     return [{"family": "rms_norm", "kernel": rms_norm_kernel,
              "configs": [({"BLOCK": c.block, "HAS_RESIDUAL": r, "WEIGHT_MODE": w}, dataclasses.asdict(c))
-                         for c in cfgs for r in (False, True) for w in (NO_WEIGHT, PLAIN_WEIGHT, GEMMA_WEIGHT)]}]
+                         for c in cfgs for r in (False, True) for w in (NO_WEIGHT, PLAIN_WEIGHT, GEMMA_WEIGHT)]},
+            {"family": "rms_norm", "kernel": norm_add_rms_norm_kernel,
+             "configs": [({"BLOCK": c.block, "WEIGHT_MODE": w}, dataclasses.asdict(c))
+                         for c in cfgs for w in (PLAIN_WEIGHT, GEMMA_WEIGHT)]}]

@@ -12,7 +12,7 @@ import torch
 from vosti_plugin import forward_counters
 from vosti_plugin.ops import activation, matmul, rmsnorm
 
-__all__ = ["act_and_mul", "fused_add_rms_norm", "linear", "rms_norm"]
+__all__ = ["act_and_mul", "fused_add_rms_norm", "linear", "norm_add_rms_norm", "rms_norm"]
 
 
 @torch.library.custom_op("vosti::linear", mutates_args=())
@@ -50,6 +50,24 @@ def fused_add_rms_norm(
 
 @fused_add_rms_norm.register_fake
 def _fused_add_rms_norm_fake(x, residual, weight, eps, gemma):
+    return (
+        torch.empty_like(x, memory_format=torch.contiguous_format),
+        torch.empty_like(residual, memory_format=torch.contiguous_format),
+    )
+
+
+@torch.library.custom_op("vosti::norm_add_rms_norm", mutates_args=())
+def norm_add_rms_norm(
+    x: torch.Tensor, weight0: torch.Tensor, eps0: float, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+    gemma: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    if forward_counters.counts is not None:
+        forward_counters.counts["norm_add_rms_norm"] += 1
+    return rmsnorm.norm_add_rms_norm(x, weight0, eps0, residual, weight, eps, gemma)
+
+
+@norm_add_rms_norm.register_fake
+def _norm_add_rms_norm_fake(x, weight0, eps0, residual, weight, eps, gemma):
     return (
         torch.empty_like(x, memory_format=torch.contiguous_format),
         torch.empty_like(residual, memory_format=torch.contiguous_format),

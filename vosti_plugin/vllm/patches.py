@@ -99,6 +99,12 @@ def inventory() -> list[Patch]:
         Patch("ops", "vllm.model_executor.layers.layernorm:GemmaRMSNorm", "forward",
               "Gemma's (1 + w) norm -> the same vosti ops (vLLM's batch-invariant mode misses it)",
               _SETATTR_UNDO, private=False, make=ops_layers.gemma_rms_norm_forward),
+        *(Patch("ops", f"vllm.model_executor.models.{m}:{cls}", "forward",
+                "the post-attention norm and the pre-feedforward residual-add norm -> one launch "
+                "(torch.ops.vosti.norm_add_rms_norm, the same bits); only over the stock forward it mirrors",
+                _SETATTR_UNDO, private=False, make=ops_layers.gemma_decoder_layer_forward,
+                applies=ops_layers.is_stock_gemma_layer, optional=True)
+          for m, cls in (("gemma2", "Gemma2DecoderLayer"), ("gemma3", "Gemma3DecoderLayer"))),
         Patch("ops", "vllm.model_executor.layers.activation:SiluAndMul", "forward",
               "PyTorch's CPU elementwise kernels are not row invariant -> torch.ops.vosti.act_and_mul",
               _SETATTR_UNDO, private=False, make=ops_layers.silu_and_mul_forward),
