@@ -9,8 +9,9 @@ and segment grid sized for --max-model-len as the backend sizes them; window and
 dense K/V of the same shape for scale), the KV write, the activation and every norm as vLLM's decoder layer
 calls it: q/k norms on the heads of the strided qkv split, Gemma's post-attention and pre-feedforward norms
 in one launch (beside the two launches, and whether their bits agree), Gemma's (1 + w) norms with the weight in
-its own dtype. `qk_norm_copied` is the q/k norm as it ran before session 18 (a copy of the split and an fp32 copy of the weight ahead of each launch). Then one whole
-layer of each kind as one graph, vosti's GEMMs against cuBLAS's, and the step it adds up to.
+its own dtype. `qk_norm_copied` is the q/k norm as it ran before session 18 (a copy of the split and an fp32
+copy of the weight ahead of each launch). Then one whole layer of each kind as one graph, vosti's GEMMs against
+cuBLAS's, and the step it adds up to.
 """
 from __future__ import annotations
 
