@@ -18,9 +18,9 @@ def test_cpu_smoke_reports_every_part_layer_and_the_step(tmp_path):
     parts = summary["parts_us"]
     assert {f"gemm_{g}" for g in ("qkv", "o", "gate_up", "down")} | {
         "attention_window", "attention_global", "attention_window_sdpa_dense",
-        "attention_global_sdpa_dense", "input_norm", "qk_norm", "qk_norm_copied", "post_norm",
+        "attention_global_sdpa_dense", "input_norm", "qk_norm", "qk_norm_one_launch", "qk_norm_copied", "post_norm",
         "post_norm_fp32_weight", "norm_pair_one_launch", "norm_pair_two_launches", "kv_write", "activation"} == set(parts)
-    assert summary["checks"] == {"norm_pair_bits_equal_two_launches": True}
+    assert summary["checks"] == {"norm_pair_bits_equal_two_launches": True, "qk_norm_bits_equal_two_launches": True}
     timings = [t for p in parts.values() for t in (p.values() if isinstance(p, dict) else [p])]
     timings += [t for layer in summary["layer_us"].values() for t in layer.values()]
     assert all(t > 0 for t in timings)

@@ -163,3 +163,21 @@ def test_norm_add_norm_refuses_mismatched_shapes():
         rmsnorm.norm_add_rms_norm(x, torch.ones(32), 1e-6, r, w, 1e-6)
     with pytest.raises(ValueError, match="residual"):
         rmsnorm.norm_add_rms_norm(x, w, 1e-6, r[:2], w, 1e-6)
+
+
+@pytest.mark.parametrize("gemma", [False, True])
+def test_qk_norm_in_one_launch_is_the_two_norms_bit_for_bit(gemma):
+    """Qwen3 / Gemma-3 q and k norms in one launch over the q and k heads of the qkv output (read in place):
+    each head takes its own norm's weight, and the bits are the two launches'."""
+    T, hq, hkv, D = 6, 8, 2, 64
+    g = torch.Generator().manual_seed(9)
+    qkv = torch.randn(T, (hq + 2 * hkv) * D, generator=g)
+    wq, wk = torch.randn(D, generator=g), torch.randn(D, generator=g)
+    heads = qkv[:, : (hq + hkv) * D].unflatten(-1, (hq + hkv, D))
+    both = rmsnorm.qk_rms_norm(heads, wq, wk, hq, 1e-6, gemma)
+    assert torch.equal(both[:, :hq], rmsnorm.rms_norm(qkv[:, : hq * D].unflatten(-1, (hq, D)), wq, 1e-6, gemma))
+    assert torch.equal(both[:, hq:], rmsnorm.rms_norm(qkv[:, hq * D: (hq + hkv) * D].unflatten(-1, (hkv, D)), wk,
+                                                      1e-6, gemma))
+    assert torch.equal(both[2], rmsnorm.qk_rms_norm(heads[2:3], wq, wk, hq, 1e-6, gemma)[0])
+    with pytest.raises(ValueError, match="num_q_heads"):
+        rmsnorm.qk_rms_norm(heads, wq, wk, hq + hkv, 1e-6, gemma)

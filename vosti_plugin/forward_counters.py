@@ -7,7 +7,7 @@ for the whole process with VOSTI_FORWARD_COUNTERS=1 (an engine core in another p
 Counted inside the op bodies, which torch.compile never traces, so compiled runs are counted too
 (CUDA-graph replays are not: nothing on the host runs for them). Names: the aten overrides (`mm`,
 `addmm`, `softmax`, `log_softmax`, `mean`), the custom ops (`linear`, `rms_norm`, `fused_add_rms_norm`,
-`norm_add_rms_norm`, `act_and_mul`), and the attention backend (`attention`, `kv_write`, `attention_in_launches`).
+`norm_add_rms_norm`, `qk_rms_norm`, `act_and_mul`), and the attention backend (`attention`, `kv_write`, `attention_in_launches`).
 """
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ replayed as a CUDA graph (as vLLM replays a decode step), no vLLM needed.
 
 Parts, µs per replay: the four GEMMs (vosti's `linear` against cuBLAS), attention (split path, its workspace
 and segment grid sized for --max-model-len as the backend sizes them; window and global layers; torch SDPA on
-dense K/V of the same shape for scale), the KV write, the activation and every norm as vLLM's decoder layer
-calls it: q/k norms on the heads of the strided qkv split, Gemma's post-attention and pre-feedforward norms
-in one launch (beside the two launches, and whether their bits agree), Gemma's (1 + w) norms with the weight in
-its own dtype. `qk_norm_copied` is the q/k norm as it ran before session 18 (a copy of the split and an fp32
+dense K/V of the same shape for scale), the KV write, the activation and every norm as vosti's layers call
+them: the q and k norms on the heads of the qkv output in place, in one launch (beside two), Gemma's
+post-attention and pre-feedforward norms in one launch (beside two; `checks` says whether the bits agree),
+Gemma's (1 + w) norms with the weight in its own dtype. `qk_norm_copied` is the q/k norm as it ran before session 18 (a copy of the split and an fp32
 copy of the weight ahead of each launch). Then one whole layer of each kind as one graph, vosti's GEMMs against
 cuBLAS's, and the step it adds up to.
 """
@@ -68,7 +68,7 @@ def main() -> int:
                                                         step_max_seq_len)
     from vosti_plugin.ops.activation import gelu_tanh_and_mul, silu_and_mul
     from vosti_plugin.ops.matmul import linear
-    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, norm_add_rms_norm, rms_norm
+    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, norm_add_rms_norm, qk_rms_norm, rms_norm
 
     hidden, inter, hq, hkv, d, layers, window = GEOMETRIES[args.model]
     norms, act = EXTRAS[args.model]
@@ -126,6 +126,8 @@ def main() -> int:
     qkv_out = randn(B, shapes["qkv"][0])
     q_view, k_view, _v = qkv_out.split([hq * d, hkv * d, hkv * d], dim=-1)
     q_heads, k_heads = q_view.unflatten(-1, (hq, d)), k_view.unflatten(-1, (hkv, d))
+    qk_heads = qkv_out[:, : (hq + hkv) * d].unflatten(-1, (hq + hkv, d))
+    k_gain = randn(d)
     kv_new = randn(B, hkv, d)
     slots = block_table[:, used - 1].long() * args.page_size + (seq_len - 1) % args.page_size
     gate_up = randn(B, 2 * inter)
@@ -134,6 +136,12 @@ def main() -> int:
     if "qk_norm" in norms:
         parts["qk_norm"] = _replay_us(lambda: (rms_norm(q_heads, head_gain, 1e-6, gemma),
                                                rms_norm(k_heads, head_gain, 1e-6, gemma)), args.repeats, cpu)
+        parts["qk_norm_one_launch"] = _replay_us(lambda: qk_rms_norm(qk_heads, head_gain, k_gain, hq, 1e-6, gemma),
+                                                 args.repeats, cpu)
+        one = qk_rms_norm(qk_heads, head_gain, k_gain, hq, 1e-6, gemma)
+        checks["qk_norm_bits_equal_two_launches"] = bool(
+            torch.equal(one[:, :hq], rms_norm(q_heads, head_gain, 1e-6, gemma))
+            and torch.equal(one[:, hq:], rms_norm(k_heads, k_gain, 1e-6, gemma)))
         parts["qk_norm_copied"] = _replay_us(
             lambda: (rms_norm(q_heads.contiguous(), head_gain.float(), 1e-6, gemma),
                      rms_norm(k_heads.contiguous(), head_gain.float(), 1e-6, gemma)), args.repeats, cpu)
@@ -155,8 +163,7 @@ def main() -> int:
         fused_add_rms_norm(x, residual, gain, 1e-6, gemma)
         gemm(inputs["qkv"], weights["qkv"])
         if "qk_norm" in norms:
-            rms_norm(q_heads, head_gain, 1e-6, gemma)
-            rms_norm(k_heads, head_gain, 1e-6, gemma)
+            qk_rms_norm(qk_heads, head_gain, k_gain, hq, 1e-6, gemma)
         write_kv(kv_new, kv_new, k_cache, v_cache, slots)
         attend(kinds[kind])
         gemm(inputs["o"], weights["o"])

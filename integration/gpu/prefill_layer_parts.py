@@ -81,7 +81,7 @@ def main() -> int:
     from vosti_plugin.attention.kv_write import write_kv
     from vosti_plugin.ops.activation import gelu_tanh_and_mul, silu_and_mul
     from vosti_plugin.ops.matmul import linear
-    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, norm_add_rms_norm, rms_norm
+    from vosti_plugin.ops.rmsnorm import fused_add_rms_norm, norm_add_rms_norm, qk_rms_norm, rms_norm
 
     hidden, inter, hq, hkv, d, layers, window = GEOMETRIES[args.model]
     dt, dev = (torch.float32, "cpu") if args.cpu_smoke else (torch.bfloat16, "cuda")
@@ -141,19 +141,17 @@ def main() -> int:
     kv_new = torch.randn(args.tokens, hkv, d, generator=gen, device=dev).to(dt)
     positions = torch.arange(args.context, seq_len, device=dev)
     slots = (block_table[0, positions // args.page_size].long() * args.page_size + positions % args.page_size)
-    # q/k norms read the heads of the qkv split in place, as vLLM's attention layers hand them over
+    # q/k norms read the q and k heads of the qkv output in place, as vosti's attention forward hands them over
     qkv_out = torch.randn(args.tokens, (hq + 2 * hkv) * d, generator=gen, device=dev).to(dt)
-    q_rows, k_rows, _v = (t.unflatten(-1, (n, d)) for t, n in zip(qkv_out.split([hq * d, hkv * d, hkv * d], -1),
-                                                                 (hq, hkv, hkv)))
+    qk_rows = qkv_out[:, : (hq + hkv) * d].unflatten(-1, (hq + hkv, d))
     gemma = "sandwich" in norms
     act_fn = gelu_tanh_and_mul if act == "gelu_tanh" else silu_and_mul
 
     def layer_ops():
         """One layer's other vosti ops, as vLLM's decoder layer calls them."""
         fused_add_rms_norm(x, residual, gain, 1e-6, gemma)        # input norm
-        if "qk_norm" in norms:
-            rms_norm(q_rows, head_gain, 1e-6, gemma)
-            rms_norm(k_rows, head_gain, 1e-6, gemma)
+        if "qk_norm" in norms:   # both in one launch
+            qk_rms_norm(qk_rows, head_gain, head_gain, hq, 1e-6, gemma)
         write_kv(kv_new, kv_new, k_cache, v_cache, slots)
         if gemma:   # post-attention norm + pre-feedforward residual-add norm, one launch
             norm_add_rms_norm(x, gain, 1e-6, residual, gain, 1e-6, True)

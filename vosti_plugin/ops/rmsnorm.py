@@ -19,7 +19,7 @@ from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interprete
 
 use_lane_invariant_interpreter()
 
-__all__ = ["RMSNormConfig", "fused_add_rms_norm", "norm_add_rms_norm", "rms_norm", "select_config"]
+__all__ = ["RMSNormConfig", "fused_add_rms_norm", "norm_add_rms_norm", "qk_rms_norm", "rms_norm", "select_config"]
 
 _MAX_BLOCK = 8192
 
@@ -44,11 +44,13 @@ NO_WEIGHT, PLAIN_WEIGHT, GEMMA_WEIGHT = 0, 1, 2
 # Relational contract (checked by `vosti verify`): token x of a launch of any number of tokens and the single
 # token of a one-token launch, with equal x (and residual) rows and equal weights, get equal output (and
 # residual output) rows. A token holds NH rows of H (NH = 1 for a hidden-state norm; the heads of a q/k norm,
-# read in place from the strided qkv split, so no copy precedes the launch).
+# read in place from the strided qkv split, so no copy precedes the launch). Heads from first_w2_head on take
+# the weight's second row (the k heads of a q/k norm launched with both weights), the others its first.
 # Why: program (t, h) touches row (t, h) only; sum of squares = tl.sum(acc) where acc[j] accumulates the chunks
 # c0 = 0, BLOCK, ... < H in order; the token count and the strides never enter the arithmetic.
-_ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.NH == R.NH", "L.x_ptr[x, :, :] == R.x_ptr[0, :, :]",
-            "L.res_ptr[x, :, :] == R.res_ptr[0, :, :]", "L.w_ptr[:] == R.w_ptr[:]")
+_ROW_PRE = ("R.M == 1", "0 <= x < L.M", "L.NH == R.NH", "L.NW == 2", "R.NW == 2",
+            "L.x_ptr[x, :, :] == R.x_ptr[0, :, :]", "L.res_ptr[x, :, :] == R.res_ptr[0, :, :]",
+            "L.w_ptr[:, :] == R.w_ptr[:, :]")
 
 
 def _rows3(name: str) -> dict:
@@ -56,11 +58,12 @@ def _rows3(name: str) -> dict:
 
 
 @contract(
-    params={"x_ptr": _rows3("x"), "res_ptr": _rows3("res"), "w_ptr": tensor(("H",), (1,)), "y_ptr": _rows3("y"),
-            "res_out_ptr": _rows3("res_out"), "eps": scalar("float32")},
+    params={"x_ptr": _rows3("x"), "res_ptr": _rows3("res"), "w_ptr": tensor(("NW", "H"), ("w_row_stride", 1)),
+            "y_ptr": _rows3("y"), "res_out_ptr": _rows3("res_out"), "eps": scalar("float32")},
     grid=("M", "NH"),
-    verif=[goal("row_invariance", same=("H", "eps"), pre=_ROW_PRE, post=("L.y_ptr[x, :, :] == R.y_ptr[0, :, :]",)),
-           goal("residual_row_invariance", when="HAS_RESIDUAL", same=("H", "eps"), pre=_ROW_PRE,
+    verif=[goal("row_invariance", same=("H", "eps", "first_w2_head"), pre=_ROW_PRE,
+                post=("L.y_ptr[x, :, :] == R.y_ptr[0, :, :]",)),
+           goal("residual_row_invariance", when="HAS_RESIDUAL", same=("H", "eps", "first_w2_head"), pre=_ROW_PRE,
                 post=("L.res_out_ptr[x, :, :] == R.res_out_ptr[0, :, :]",))],
     symbolic=("BLOCK",),
     assume=("BLOCK >= 1",),
@@ -68,7 +71,7 @@ def _rows3(name: str) -> dict:
 @triton.jit
 def rms_norm_kernel(
     x_ptr, res_ptr, w_ptr, y_ptr, res_out_ptr,
-    H, eps,
+    H, eps, first_w2_head, w_row_stride,
     stride_x, stride_x_h, stride_res, stride_res_h, stride_y, stride_y_h, stride_res_out, stride_res_out_h,
     HAS_RESIDUAL: tl.constexpr,
     WEIGHT_MODE: tl.constexpr,
@@ -76,6 +79,7 @@ def rms_norm_kernel(
 ):
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
+    w_row = w_ptr + (head >= first_w2_head).to(tl.int64) * w_row_stride
     x_row = x_ptr + token * stride_x + head * stride_x_h
     res_row = res_ptr + token * stride_res + head * stride_res_h
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -97,10 +101,10 @@ def rms_norm_kernel(
             v = v + tl.load(res_row + cols, mask=ok, other=0.0).to(tl.float32)
         normed = v * inv_rms
         if WEIGHT_MODE == 1:
-            w = tl.load(w_ptr + cols, mask=ok, other=0.0)
+            w = tl.load(w_row + cols, mask=ok, other=0.0)
             normed = normed.to(w.dtype).to(tl.float32) * w.to(tl.float32)
         if WEIGHT_MODE == 2:
-            w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
+            w = tl.load(w_row + cols, mask=ok, other=0.0).to(tl.float32)
             normed = normed * (1.0 + w)
         tl.store(y_ptr + token * stride_y + head * stride_y_h + cols, normed.to(y_ptr.dtype.element_ty), mask=ok)
 
@@ -192,10 +196,11 @@ def kernel_weight(weight: torch.Tensor, cpu: bool) -> torch.Tensor:
     return weight.float().contiguous() if cpu else weight.contiguous()
 
 
-def _launch(x, residual, weight, eps: float, gemma: bool):
+def _launch(x, residual, weight, eps: float, gemma: bool, k_weight=None, first_k_head: int = 0):
     H = x.shape[-1]
-    if weight is not None and weight.shape != (H,):
-        raise ValueError(f"weight must be ({H},), got {tuple(weight.shape)}")
+    for name, w in (("weight", weight), ("k_weight", k_weight)):
+        if w is not None and w.shape != (H,):
+            raise ValueError(f"{name} must be ({H},), got {tuple(w.shape)}")
     if residual is not None and residual.shape != x.shape:
         raise ValueError(f"residual {tuple(residual.shape)} must match x {tuple(x.shape)}")
     out_dtype = x.dtype
@@ -205,6 +210,13 @@ def _launch(x, residual, weight, eps: float, gemma: bool):
     x3 = row_view(x.float() if cpu else x)
     r3 = None if residual is None else row_view(residual.float() if cpu else residual)
     w = None if weight is None else kernel_weight(weight, cpu)
+    if k_weight is None:   # one weight for every head
+        first_w2_head, w_row_stride = x3.shape[1], 0
+    else:   # the k weight as the weight's second row: its offset from the q weight, in elements
+        k_w = kernel_weight(k_weight, cpu)
+        if k_w.dtype != w.dtype or (k_w.data_ptr() - w.data_ptr()) % w.element_size():
+            raise ValueError("q and k norm weights must share a dtype and element alignment")
+        first_w2_head, w_row_stride = first_k_head, (k_w.data_ptr() - w.data_ptr()) // w.element_size()
     y = torch.empty(x3.shape, device=x.device, dtype=x3.dtype)
     r_out = torch.empty_like(y) if residual is not None else y
     if y.numel() > 0:
@@ -215,7 +227,7 @@ def _launch(x, residual, weight, eps: float, gemma: bool):
         r_in = r3 if r3 is not None else x3
         rms_norm_kernel[grid](
             x3, r_in, w if w is not None else x3, y, r_out,
-            H, float(eps),
+            H, float(eps), first_w2_head, w_row_stride,
             x3.stride(0), x3.stride(1), r_in.stride(0), r_in.stride(1), y.stride(0), y.stride(1),
             r_out.stride(0), r_out.stride(1),
             HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode, BLOCK=cfg.block,
@@ -230,6 +242,17 @@ def _launch(x, residual, weight, eps: float, gemma: bool):
 def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, eps: float, gemma: bool = False) -> torch.Tensor:
     """x / sqrt(mean(x^2) + eps) * w over the last dim (w -> 1 + w when gemma). Functional."""
     return _launch(x, None, weight, eps, gemma)
+
+
+def qk_rms_norm(qk: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, num_q_heads: int, eps: float,
+                gemma: bool = False) -> torch.Tensor:
+    """The q and k norms of one attention layer in one launch: qk is [..., q heads + kv heads, head_dim] (the q
+    and k parts of a fused qkv output, read in place); heads from num_q_heads on take k_weight."""
+    if k_weight.shape != q_weight.shape:
+        raise ValueError(f"k_weight {tuple(k_weight.shape)} must match q_weight {tuple(q_weight.shape)}")
+    if not 0 < num_q_heads < qk.shape[-2]:
+        raise ValueError(f"num_q_heads={num_q_heads} must leave both q and k heads in {tuple(qk.shape)}")
+    return _launch(qk, None, q_weight, eps, gemma, k_weight=k_weight, first_k_head=num_q_heads)
 
 
 def fused_add_rms_norm(

@@ -12,7 +12,7 @@ import torch
 from vosti_plugin import forward_counters
 from vosti_plugin.ops import activation, matmul, rmsnorm
 
-__all__ = ["act_and_mul", "fused_add_rms_norm", "linear", "norm_add_rms_norm", "rms_norm"]
+__all__ = ["act_and_mul", "fused_add_rms_norm", "linear", "norm_add_rms_norm", "qk_rms_norm", "rms_norm"]
 
 
 @torch.library.custom_op("vosti::linear", mutates_args=())
@@ -54,6 +54,19 @@ def _fused_add_rms_norm_fake(x, residual, weight, eps, gemma):
         torch.empty_like(x, memory_format=torch.contiguous_format),
         torch.empty_like(residual, memory_format=torch.contiguous_format),
     )
+
+
+@torch.library.custom_op("vosti::qk_rms_norm", mutates_args=())
+def qk_rms_norm(qk: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor, num_q_heads: int, eps: float,
+                gemma: bool) -> torch.Tensor:
+    if forward_counters.counts is not None:
+        forward_counters.counts["qk_rms_norm"] += 1
+    return rmsnorm.qk_rms_norm(qk, q_weight, k_weight, num_q_heads, eps, gemma)
+
+
+@qk_rms_norm.register_fake
+def _qk_rms_norm_fake(qk, q_weight, k_weight, num_q_heads, eps, gemma):
+    return torch.empty_like(qk, memory_format=torch.contiguous_format)
 
 
 @torch.library.custom_op("vosti::norm_add_rms_norm", mutates_args=())

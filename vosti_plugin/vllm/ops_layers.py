@@ -65,9 +65,10 @@ def gelu_and_mul_forward(stock):
     return forward
 
 
-# sha256[:16] of ast.unparse of the stock Gemma2DecoderLayer / Gemma3DecoderLayer.forward (the same in vLLM 0.26
-# and 0.32): vosti's forward replaces only a forward it was written against; any other is left stock.
-GEMMA_LAYER_FORWARDS = {"5a250d30c7e08239", "edd9b6361bc6b270"}
+# sha256[:16] of ast.unparse of the stock forwards vosti's mirror (each the same in vLLM 0.26 and 0.32): a
+# replacement goes only over the forward it was written against; any other is left stock.
+GEMMA_LAYER_FORWARDS = {"5a250d30c7e08239", "edd9b6361bc6b270"}   # Gemma2DecoderLayer, Gemma3DecoderLayer
+QK_NORM_ATTENTION_FORWARDS = {"4f8ff102c0ac33f3", "0a47b0e2aca78359"}   # Qwen3Attention, Gemma3Attention
 
 
 def source_fingerprint(fn) -> str:
@@ -86,6 +87,43 @@ def source_fingerprint(fn) -> str:
 def is_stock_gemma_layer(owner) -> bool:
     """Whether owner's forward is the stock Gemma decoder-layer forward vosti's replacement mirrors."""
     return source_fingerprint(owner.__dict__.get("forward")) in GEMMA_LAYER_FORWARDS
+
+
+def is_stock_qk_norm_attention(owner) -> bool:
+    """Whether owner's forward is the stock Qwen3 / Gemma-3 attention forward vosti's replacement mirrors."""
+    return source_fingerprint(owner.__dict__.get("forward")) in QK_NORM_ATTENTION_FORWARDS
+
+
+def _norm_weight(norm) -> tuple[torch.Tensor, float, bool] | None:
+    """(weight, eps, gemma) of a stock q/k norm vosti's kernel computes as vLLM does, else None."""
+    kind = type(norm).__name__
+    if kind == "GemmaRMSNorm":
+        return norm.weight.data, norm.variance_epsilon, True
+    if kind == "RMSNorm" and getattr(norm, "has_weight", True) and getattr(norm, "variance_size_override", None) is None:
+        return norm.weight.data, norm.variance_epsilon, False
+    return None
+
+
+def qk_norm_attention_forward(stock):
+    """The stock Qwen3 / Gemma-3 attention with its q and k norms in one launch (torch.ops.vosti.qk_rms_norm:
+    the q and k heads of the qkv output read in place, each head its own norm's weight; the same bits as the
+    two launches)."""
+
+    def forward(self, positions: torch.Tensor, hidden_states: torch.Tensor, **kwargs) -> torch.Tensor:
+        q_norm, k_norm = _norm_weight(self.q_norm), _norm_weight(self.k_norm)
+        if q_norm is None or k_norm is None or q_norm[1:] != k_norm[1:]:
+            return stock(self, positions, hidden_states, **kwargs)
+        qkv, _ = self.qkv_proj(hidden_states)
+        qk_size = self.q_size + self.kv_size
+        heads = qkv[..., :qk_size].unflatten(-1, (self.num_heads + self.num_kv_heads, self.head_dim))
+        normed = torch.ops.vosti.qk_rms_norm(heads, q_norm[0], k_norm[0], self.num_heads, q_norm[1], q_norm[2])
+        q = normed[..., : self.num_heads, :].flatten(-2)
+        k = normed[..., self.num_heads :, :].flatten(-2)
+        q, k = self.rotary_emb(positions, q, k)
+        output, _ = self.o_proj(self.attn(q, k, qkv[..., qk_size:]))
+        return output
+
+    return forward
 
 
 def gemma_decoder_layer_forward(stock):

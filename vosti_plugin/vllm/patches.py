@@ -105,6 +105,12 @@ def inventory() -> list[Patch]:
                 _SETATTR_UNDO, private=False, make=ops_layers.gemma_decoder_layer_forward,
                 applies=ops_layers.is_stock_gemma_layer, optional=True)
           for m, cls in (("gemma2", "Gemma2DecoderLayer"), ("gemma3", "Gemma3DecoderLayer"))),
+        *(Patch("ops", f"vllm.model_executor.models.{m}:{cls}", "forward",
+                "the q and k norms -> one launch over the q and k heads of the qkv output, read in place "
+                "(torch.ops.vosti.qk_rms_norm, the same bits); only over the stock forward it mirrors",
+                _SETATTR_UNDO, private=False, make=ops_layers.qk_norm_attention_forward,
+                applies=ops_layers.is_stock_qk_norm_attention, optional=True)
+          for m, cls in (("qwen3", "Qwen3Attention"), ("gemma3", "Gemma3Attention"))),
         Patch("ops", "vllm.model_executor.layers.activation:SiluAndMul", "forward",
               "PyTorch's CPU elementwise kernels are not row invariant -> torch.ops.vosti.act_and_mul",
               _SETATTR_UNDO, private=False, make=ops_layers.silu_and_mul_forward),
