@@ -109,6 +109,19 @@ def rms_norm_kernel(
         tl.store(y_ptr + token * stride_y + head * stride_y_h + cols, normed.to(y_ptr.dtype.element_ty), mask=ok)
 
 
+@triton.jit
+def _first_norm_plus_residual(x_row, res_row, w0_ptr, y_ptr, cols, ok, inv_rms0, WEIGHT_MODE: tl.constexpr):
+    """The first norm of a column chunk, rounded to the output dtype as a stored and reloaded output is, plus the
+    residual in fp32."""
+    normed = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32) * inv_rms0
+    if WEIGHT_MODE == 1:
+        w0 = tl.load(w0_ptr + cols, mask=ok, other=0.0)
+        normed = normed.to(w0.dtype).to(tl.float32) * w0.to(tl.float32)
+    if WEIGHT_MODE == 2:
+        normed = normed * (1.0 + tl.load(w0_ptr + cols, mask=ok, other=0.0).to(tl.float32))
+    return normed.to(y_ptr.dtype.element_ty).to(tl.float32) + tl.load(res_row + cols, mask=ok, other=0.0).to(tl.float32)
+
+
 # Relational contract: row x of a launch of any number of rows and the one-row launch's row, with equal x and
 # residual rows and equal weights, get equal output and residual output rows.
 # Why: program r touches row r only, and runs rms_norm_kernel's steps back to back: the first norm's sum of
@@ -141,38 +154,26 @@ def norm_add_rms_norm_kernel(
     BLOCK: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_x
+    res_row = res_ptr + row * stride_res
     acc0 = tl.zeros((BLOCK,), dtype=tl.float32)
     for c0 in range(0, H, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
-        v = tl.load(x_ptr + row * stride_x + cols, mask=cols < H, other=0.0).to(tl.float32)
+        v = tl.load(x_row + cols, mask=cols < H, other=0.0).to(tl.float32)
         acc0 += v * v
     inv_rms0 = 1.0 / tl.sqrt(tl.sum(acc0, axis=0) / H + eps0)
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
     for c0 in range(0, H, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         ok = cols < H
-        normed = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32) * inv_rms0
-        if WEIGHT_MODE == 1:
-            w0 = tl.load(w0_ptr + cols, mask=ok, other=0.0)
-            normed = normed.to(w0.dtype).to(tl.float32) * w0.to(tl.float32)
-        if WEIGHT_MODE == 2:
-            normed = normed * (1.0 + tl.load(w0_ptr + cols, mask=ok, other=0.0).to(tl.float32))
-        v = normed.to(y_ptr.dtype.element_ty).to(tl.float32)
-        v = v + tl.load(res_ptr + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)
+        v = _first_norm_plus_residual(x_row, res_row, w0_ptr, y_ptr, cols, ok, inv_rms0, WEIGHT_MODE)
         tl.store(res_out_ptr + row * stride_res_out + cols, v.to(res_out_ptr.dtype.element_ty), mask=ok)
         acc += v * v
     inv_rms = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / H + eps)
     for c0 in range(0, H, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         ok = cols < H
-        normed = tl.load(x_ptr + row * stride_x + cols, mask=ok, other=0.0).to(tl.float32) * inv_rms0
-        if WEIGHT_MODE == 1:
-            w0 = tl.load(w0_ptr + cols, mask=ok, other=0.0)
-            normed = normed.to(w0.dtype).to(tl.float32) * w0.to(tl.float32)
-        if WEIGHT_MODE == 2:
-            normed = normed * (1.0 + tl.load(w0_ptr + cols, mask=ok, other=0.0).to(tl.float32))
-        v = normed.to(y_ptr.dtype.element_ty).to(tl.float32)
-        v = (v + tl.load(res_ptr + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)) * inv_rms
+        v = _first_norm_plus_residual(x_row, res_row, w0_ptr, y_ptr, cols, ok, inv_rms0, WEIGHT_MODE) * inv_rms
         if WEIGHT_MODE == 1:
             w = tl.load(w_ptr + cols, mask=ok, other=0.0)
             v = v.to(w.dtype).to(tl.float32) * w.to(tl.float32)
