@@ -1,4 +1,4 @@
-"""Real vLLM (CPU): under vosti a Gemma-3 decoder layer runs its post-attention norm and its pre-feedforward
+"""Real vLLM (CPU): under vosti a Gemma-2/3 decoder layer runs its post-attention norm and its pre-feedforward
 residual-add norm as one launch (torch.ops.vosti.norm_add_rms_norm), and a Gemma-3 or Qwen3 attention layer its
 q and k norms as one launch (torch.ops.vosti.qk_rms_norm); the logits still match an independent reference
 forward (transformers). Norm weights are drawn, so a swapped or dropped weight shows."""
@@ -24,7 +24,8 @@ def tiny_gemma3(tmp_path_factory) -> str:
     out = tmp_path_factory.mktemp("tiny-gemma3-norms")
     config = Gemma3TextConfig(hidden_size=128, num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
                               head_dim=32, intermediate_size=344, vocab_size=512, max_position_embeddings=2048,
-                              sliding_window=16, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                              sliding_window=16,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention"],
                               query_pre_attn_scalar=32, torch_dtype="float32")
     config.architectures = ["Gemma3ForCausalLM"]
     torch.manual_seed(77)
@@ -91,6 +92,35 @@ def test_gemma_logits_match_transformers_reference(gemma_llm, tiny_gemma3):
     from transformers import Gemma3ForCausalLM
 
     _assert_matches_reference(gemma_llm, Gemma3ForCausalLM, tiny_gemma3)
+
+
+def test_gemma2_layer_runs_its_norm_pair_as_one_launch_and_matches_the_reference(tmp_path_factory):
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+    from vllm import SamplingParams
+
+    from vosti_plugin.integration.engine_presets import build_llm
+
+    out = tmp_path_factory.mktemp("tiny-gemma2-norms")
+    config = Gemma2Config(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                          head_dim=32, intermediate_size=344, vocab_size=512, max_position_embeddings=2048,
+                          sliding_window=16, query_pre_attn_scalar=32, torch_dtype="float32")
+    config.architectures = ["Gemma2ForCausalLM"]
+    torch.manual_seed(79)
+    model = Gemma2ForCausalLM(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0.0, p.shape[1] ** -0.5 if p.dim() == 2 else 0.3)
+    model.save_pretrained(out)
+    llm = build_llm(str(out), max_num_batched_tokens=64, max_model_len=512)
+    try:
+        with forward_counters.counting() as calls:
+            llm.generate([{"prompt_token_ids": PROMPTS[1]}], SamplingParams(max_tokens=2, temperature=0),
+                         use_tqdm=False)
+        assert calls["norm_add_rms_norm"] > 0 and calls["norm_add_rms_norm"] == calls["fused_add_rms_norm"], dict(calls)
+        _assert_matches_reference(llm, Gemma2ForCausalLM, str(out))
+    finally:
+        del llm
+        gc.collect()
 
 
 @pytest.fixture(scope="module")

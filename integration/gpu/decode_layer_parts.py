@@ -9,9 +9,9 @@ and segment grid sized for --max-model-len as the backend sizes them; window and
 dense K/V of the same shape for scale), the KV write, the activation and every norm as vosti's layers call
 them: the q and k norms on the heads of the qkv output in place, in one launch (beside two), Gemma's
 post-attention and pre-feedforward norms in one launch (beside two; `checks` says whether the bits agree),
-Gemma's (1 + w) norms with the weight in its own dtype. `qk_norm_copied` is the q/k norm as it ran before session 18 (a copy of the split and an fp32
-copy of the weight ahead of each launch). Then one whole layer of each kind as one graph, vosti's GEMMs against
-cuBLAS's, and the step it adds up to.
+Gemma's (1 + w) norms with the weight in its own dtype. `qk_norm_copied` is the q/k norm as it ran before
+session 18 (a copy of the split and an fp32 copy of the weight ahead of each launch). Then one whole layer of
+each kind as one graph, vosti's GEMMs against cuBLAS's, and the step it adds up to.
 """
 from __future__ import annotations
 

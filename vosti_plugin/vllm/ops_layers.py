@@ -65,8 +65,8 @@ def gelu_and_mul_forward(stock):
     return forward
 
 
-# sha256[:16] of ast.unparse of the stock forwards vosti's mirror (each the same in vLLM 0.26 and 0.32): a
-# replacement goes only over the forward it was written against; any other is left stock.
+# sha256[:16] of ast.unparse of the stock forwards vosti's replacements mirror (each the same in vLLM 0.26 and
+# 0.32): a replacement goes only over the forward it was written against; any other is left stock.
 GEMMA_LAYER_FORWARDS = {"5a250d30c7e08239", "edd9b6361bc6b270"}   # Gemma2DecoderLayer, Gemma3DecoderLayer
 QK_NORM_ATTENTION_FORWARDS = {"4f8ff102c0ac33f3", "0a47b0e2aca78359"}   # Qwen3Attention, Gemma3Attention
 
@@ -99,7 +99,8 @@ def _norm_weight(norm) -> tuple[torch.Tensor, float, bool] | None:
     kind = type(norm).__name__
     if kind == "GemmaRMSNorm":
         return norm.weight.data, norm.variance_epsilon, True
-    if kind == "RMSNorm" and getattr(norm, "has_weight", True) and getattr(norm, "variance_size_override", None) is None:
+    plain = getattr(norm, "has_weight", True) and getattr(norm, "variance_size_override", None) is None
+    if kind == "RMSNorm" and plain:
         return norm.weight.data, norm.variance_epsilon, False
     return None
 
