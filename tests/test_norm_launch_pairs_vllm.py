@@ -17,24 +17,32 @@ PROMPTS = ([5, 77, 301, 42, 9, 123, 260, 11, 400, 17, 99, 3, 250, 71, 18, 200, 3
            [300, 12, 12, 12, 45, 46, 47, 480, 2, 19])
 
 
+TINY = dict(hidden_size=128, num_attention_heads=4, num_key_value_heads=2, head_dim=32, intermediate_size=344,
+            vocab_size=512, max_position_embeddings=2048, torch_dtype="float32")
+
+
+def _save_tiny(out, model_cls, config, seed: int, norm_mean: float) -> str:
+    """A tiny checkpoint of model_cls: matrices N(0, 1/fan_in), norm weights N(norm_mean, 0.3)."""
+    config.architectures = [model_cls.__name__]
+    torch.manual_seed(seed)
+    model = model_cls(config)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, p.shape[1] ** -0.5)
+            else:
+                p.normal_(norm_mean, 0.3)
+    model.save_pretrained(out)
+    return str(out)
+
+
 @pytest.fixture(scope="module")
 def tiny_gemma3(tmp_path_factory) -> str:
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-    out = tmp_path_factory.mktemp("tiny-gemma3-norms")
-    config = Gemma3TextConfig(hidden_size=128, num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
-                              head_dim=32, intermediate_size=344, vocab_size=512, max_position_embeddings=2048,
-                              sliding_window=16,
-                              layer_types=["sliding_attention", "sliding_attention", "full_attention"],
-                              query_pre_attn_scalar=32, torch_dtype="float32")
-    config.architectures = ["Gemma3ForCausalLM"]
-    torch.manual_seed(77)
-    model = Gemma3ForCausalLM(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, p.shape[1] ** -0.5 if p.dim() == 2 else 0.3)
-    model.save_pretrained(out)
-    return str(out)
+    config = Gemma3TextConfig(**TINY, num_hidden_layers=LAYERS, sliding_window=16, query_pre_attn_scalar=32,
+                              layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    return _save_tiny(tmp_path_factory.mktemp("tiny-gemma3-norms"), Gemma3ForCausalLM, config, 77, 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -100,24 +108,15 @@ def test_gemma2_layer_runs_its_norm_pair_as_one_launch_and_matches_the_reference
 
     from vosti_plugin.integration.engine_presets import build_llm
 
-    out = tmp_path_factory.mktemp("tiny-gemma2-norms")
-    config = Gemma2Config(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                          head_dim=32, intermediate_size=344, vocab_size=512, max_position_embeddings=2048,
-                          sliding_window=16, query_pre_attn_scalar=32, torch_dtype="float32")
-    config.architectures = ["Gemma2ForCausalLM"]
-    torch.manual_seed(79)
-    model = Gemma2ForCausalLM(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0.0, p.shape[1] ** -0.5 if p.dim() == 2 else 0.3)
-    model.save_pretrained(out)
-    llm = build_llm(str(out), max_num_batched_tokens=64, max_model_len=512)
+    config = Gemma2Config(**TINY, num_hidden_layers=2, sliding_window=16, query_pre_attn_scalar=32)
+    out = _save_tiny(tmp_path_factory.mktemp("tiny-gemma2-norms"), Gemma2ForCausalLM, config, 79, 0.0)
+    llm = build_llm(out, max_num_batched_tokens=64, max_model_len=512)
     try:
         with forward_counters.counting() as calls:
             llm.generate([{"prompt_token_ids": PROMPTS[1]}], SamplingParams(max_tokens=2, temperature=0),
                          use_tqdm=False)
         assert calls["norm_add_rms_norm"] > 0 and calls["norm_add_rms_norm"] == calls["fused_add_rms_norm"], dict(calls)
-        _assert_matches_reference(llm, Gemma2ForCausalLM, str(out))
+        _assert_matches_reference(llm, Gemma2ForCausalLM, out)
     finally:
         del llm
         gc.collect()
@@ -129,19 +128,10 @@ def qwen3_llm(tmp_path_factory):
 
     from vosti_plugin.integration.engine_presets import build_llm
 
-    out = tmp_path_factory.mktemp("tiny-qwen3-norms")
-    config = Qwen3Config(hidden_size=128, num_hidden_layers=LAYERS, num_attention_heads=4, num_key_value_heads=2,
-                         head_dim=32, intermediate_size=344, vocab_size=512, max_position_embeddings=2048,
-                         tie_word_embeddings=False, torch_dtype="float32")
-    config.architectures = ["Qwen3ForCausalLM"]
-    torch.manual_seed(78)
-    model = Qwen3ForCausalLM(config)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(1.0 if p.dim() == 1 else 0.0, 0.3 if p.dim() == 1 else p.shape[1] ** -0.5)
-    model.save_pretrained(out)
-    llm = build_llm(str(out), max_num_batched_tokens=64, max_model_len=512)
-    yield llm, str(out)
+    config = Qwen3Config(**TINY, num_hidden_layers=LAYERS, tie_word_embeddings=False)
+    out = _save_tiny(tmp_path_factory.mktemp("tiny-qwen3-norms"), Qwen3ForCausalLM, config, 78, 1.0)
+    llm = build_llm(out, max_num_batched_tokens=64, max_model_len=512)
+    yield llm, out
     del llm
     gc.collect()
 
