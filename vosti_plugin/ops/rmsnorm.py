@@ -41,6 +41,18 @@ def select_config(hidden: int) -> RMSNormConfig:
 NO_WEIGHT, PLAIN_WEIGHT, GEMMA_WEIGHT = 0, 1, 2
 
 
+@triton.jit
+def _weighted(normed, w_row, cols, ok, WEIGHT_MODE: tl.constexpr):
+    """A normalized fp32 chunk times its weight as vLLM's norms apply it: a plain weight after rounding the
+    chunk to the weight's dtype, Gemma's (1 + w) in fp32."""
+    if WEIGHT_MODE == 1:
+        w = tl.load(w_row + cols, mask=ok, other=0.0)
+        normed = normed.to(w.dtype).to(tl.float32) * w.to(tl.float32)
+    if WEIGHT_MODE == 2:
+        normed = normed * (1.0 + tl.load(w_row + cols, mask=ok, other=0.0).to(tl.float32))
+    return normed
+
+
 # Relational contract (checked by `vosti verify`): token x of a launch of any number of tokens and the single
 # token of a one-token launch, with equal x (and residual) rows and equal weights, get equal output (and
 # residual output) rows. A token holds NH rows of H (NH = 1 for a hidden-state norm; the heads of a q/k norm,
@@ -99,13 +111,7 @@ def rms_norm_kernel(
         v = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32)
         if HAS_RESIDUAL:
             v = v + tl.load(res_row + cols, mask=ok, other=0.0).to(tl.float32)
-        normed = v * inv_rms
-        if WEIGHT_MODE == 1:
-            w = tl.load(w_row + cols, mask=ok, other=0.0)
-            normed = normed.to(w.dtype).to(tl.float32) * w.to(tl.float32)
-        if WEIGHT_MODE == 2:
-            w = tl.load(w_row + cols, mask=ok, other=0.0).to(tl.float32)
-            normed = normed * (1.0 + w)
+        normed = _weighted(v * inv_rms, w_row, cols, ok, WEIGHT_MODE)
         tl.store(y_ptr + token * stride_y + head * stride_y_h + cols, normed.to(y_ptr.dtype.element_ty), mask=ok)
 
 
@@ -113,12 +119,8 @@ def rms_norm_kernel(
 def _first_norm_plus_residual(x_row, res_row, w0_ptr, y_ptr, cols, ok, inv_rms0, WEIGHT_MODE: tl.constexpr):
     """The first norm of a column chunk, rounded to the output dtype as a stored and reloaded output is, plus the
     residual in fp32."""
-    normed = tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32) * inv_rms0
-    if WEIGHT_MODE == 1:
-        w0 = tl.load(w0_ptr + cols, mask=ok, other=0.0)
-        normed = normed.to(w0.dtype).to(tl.float32) * w0.to(tl.float32)
-    if WEIGHT_MODE == 2:
-        normed = normed * (1.0 + tl.load(w0_ptr + cols, mask=ok, other=0.0).to(tl.float32))
+    normed = _weighted(tl.load(x_row + cols, mask=ok, other=0.0).to(tl.float32) * inv_rms0, w0_ptr, cols, ok,
+                       WEIGHT_MODE)
     return normed.to(y_ptr.dtype.element_ty).to(tl.float32) + tl.load(res_row + cols, mask=ok, other=0.0).to(tl.float32)
 
 
@@ -173,12 +175,8 @@ def norm_add_rms_norm_kernel(
     for c0 in range(0, H, BLOCK):
         cols = c0 + tl.arange(0, BLOCK)
         ok = cols < H
-        v = _first_norm_plus_residual(x_row, res_row, w0_ptr, y_ptr, cols, ok, inv_rms0, WEIGHT_MODE) * inv_rms
-        if WEIGHT_MODE == 1:
-            w = tl.load(w_ptr + cols, mask=ok, other=0.0)
-            v = v.to(w.dtype).to(tl.float32) * w.to(tl.float32)
-        if WEIGHT_MODE == 2:
-            v = v * (1.0 + tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32))
+        v = _first_norm_plus_residual(x_row, res_row, w0_ptr, y_ptr, cols, ok, inv_rms0, WEIGHT_MODE)
+        v = _weighted(v * inv_rms, w_ptr, cols, ok, WEIGHT_MODE)
         tl.store(y_ptr + row * stride_y + cols, v.to(y_ptr.dtype.element_ty), mask=ok)
 
 

@@ -3,6 +3,11 @@ the stock attribute and returns vosti's, which calls the opaque `torch.ops.vosti
 survive torch.compile; registered by vosti_plugin.ops.torch_ops when the group is applied)."""
 from __future__ import annotations
 
+import ast
+import hashlib
+import inspect
+import textwrap
+
 import torch
 
 
@@ -72,11 +77,6 @@ QK_NORM_ATTENTION_FORWARDS = {"4f8ff102c0ac33f3", "0a47b0e2aca78359"}   # Qwen3A
 
 
 def source_fingerprint(fn) -> str:
-    import ast
-    import hashlib
-    import inspect
-    import textwrap
-
     try:
         source = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):

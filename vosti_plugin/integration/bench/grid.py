@@ -148,6 +148,10 @@ def _span(values: list[float]) -> str:
     return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
 
 
+def _ratios(cells: list[dict], phase: str, other: str) -> list[float]:
+    return [r for c in cells if (r := _ratio(c[phase]["vosti"], c[phase][other])) is not None]
+
+
 def readme_table(summary: dict) -> str:
     """The README's compact table: per model and batch, each ratio's range over the contexts, then agentic and
     startup (the block between the grid markers in README.md)."""
@@ -156,14 +160,10 @@ def readme_table(summary: dict) -> str:
     for model, batch in sorted({(c["model"], c["batch"]) for c in summary["cells"]}):
         cells = [c for c in summary["cells"] if c["model"] == model and c["batch"] == batch]
         prefill = [c for c in cells if c["context"] > 0]
-
-        def ratios(phase, other, rows):
-            return [r for c in rows if (r := _ratio(c[phase]["vosti"], c[phase][other])) is not None]
-
-        lines.append(f"| {model} | {batch} | {_span(ratios('decode_tok_s', 'default', cells))} | "
-                     f"{_span(ratios('decode_tok_s', 'bi', cells))} | "
-                     f"{_span(ratios('prefill_tok_s', 'default', prefill))} | "
-                     f"{_span(ratios('prefill_tok_s', 'bi', prefill))} |")
+        lines.append(f"| {model} | {batch} | {_span(_ratios(cells, 'decode_tok_s', 'default'))} | "
+                     f"{_span(_ratios(cells, 'decode_tok_s', 'bi'))} | "
+                     f"{_span(_ratios(prefill, 'prefill_tok_s', 'default'))} | "
+                     f"{_span(_ratios(prefill, 'prefill_tok_s', 'bi'))} |")
     notes = []
     for a in summary["agentic"]:
         s = a["mean_session_s"]
