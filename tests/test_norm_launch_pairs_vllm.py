@@ -61,15 +61,14 @@ def test_norm_pairs_run_as_one_launch(gemma_llm):
     with forward_counters.counting() as calls:
         gemma_llm.generate([{"prompt_token_ids": PROMPTS[1]}], SamplingParams(max_tokens=3, temperature=0),
                            use_tqdm=False)
-    pairs = calls["norm_add_rms_norm"]
-    assert pairs > 0 and pairs % LAYERS == 0, dict(calls)
-    forwards = pairs // LAYERS
-    # per forward: every layer's post-attention/pre-feedforward pair and its q/k pair in one launch each; a
-    # residual-add norm opens layers 2.. and closes the model; plain norms: the first layer's input norm and
-    # each layer's post-feedforward norm
+    forwards = calls["rms_norm"]
+    assert forwards > 0, dict(calls)
+    # per forward: one plain norm (the first layer's input norm); in each layer its q/k norms in one launch and
+    # its post-attention/pre-feedforward pair in one launch; each post-feedforward norm with the next layer's
+    # residual-add input norm in one launch (the last layer's with the final norm); no lone residual-add norm
     assert calls["qk_rms_norm"] == LAYERS * forwards, dict(calls)
-    assert calls["fused_add_rms_norm"] == LAYERS * forwards, dict(calls)
-    assert calls["rms_norm"] == (LAYERS + 1) * forwards, dict(calls)
+    assert calls["norm_add_rms_norm"] == 2 * LAYERS * forwards, dict(calls)
+    assert calls["fused_add_rms_norm"] == 0, dict(calls)
 
 
 def _reference_logits(model_cls, model_path, token_ids):
@@ -115,7 +114,9 @@ def test_gemma2_layer_runs_its_norm_pair_as_one_launch_and_matches_the_reference
         with forward_counters.counting() as calls:
             llm.generate([{"prompt_token_ids": PROMPTS[1]}], SamplingParams(max_tokens=2, temperature=0),
                          use_tqdm=False)
-        assert calls["norm_add_rms_norm"] > 0 and calls["norm_add_rms_norm"] == calls["fused_add_rms_norm"], dict(calls)
+        forwards = calls["rms_norm"]
+        assert forwards > 0 and calls["fused_add_rms_norm"] == 0, dict(calls)
+        assert calls["norm_add_rms_norm"] == 2 * 2 * forwards, dict(calls)   # 2 layers
         _assert_matches_reference(llm, Gemma2ForCausalLM, out)
     finally:
         del llm
@@ -158,6 +159,8 @@ def test_only_the_stock_forward_it_mirrors_is_replaced():
 
     for layer in (gemma2.Gemma2DecoderLayer, gemma3.Gemma3DecoderLayer):   # stock, even while vosti's is in
         assert ops_layers.source_fingerprint(patches.original(layer, "forward")) in ops_layers.GEMMA_LAYER_FORWARDS
+    for model in (gemma2.Gemma2Model, gemma3.Gemma3Model):
+        assert ops_layers.source_fingerprint(patches.original(model, "forward")) in ops_layers.GEMMA_MODEL_FORWARDS
     for attention in (qwen3.Qwen3Attention, gemma3.Gemma3Attention):
         assert (ops_layers.source_fingerprint(patches.original(attention, "forward"))
                 in ops_layers.QK_NORM_ATTENTION_FORWARDS)
@@ -166,9 +169,15 @@ def test_only_the_stock_forward_it_mirrors_is_replaced():
         def forward(self, positions, hidden_states, residual, **kwargs):
             return hidden_states, residual
 
+    class ChangedModel(gemma3.Gemma3Model):
+        def forward(self, input_ids, positions, intermediate_tensors=None, inputs_embeds=None, **kwargs):
+            return inputs_embeds
+
     assert not ops_layers.is_stock_gemma_layer(Changed)
     assert not ops_layers.is_stock_qk_norm_attention(Changed)
+    assert not ops_layers.is_stock_gemma_model(ChangedModel)
     mirrored = [p for p in patches.inventory() if p.attribute == "forward" and ":" in p.owner
                 and p.owner.split(".")[3].startswith(("gemma", "qwen"))]
     assert {p.owner.rsplit(":", 1)[1] for p in mirrored} == {"Gemma2DecoderLayer", "Gemma3DecoderLayer",
+                                                            "Gemma2Model", "Gemma3Model",
                                                             "Qwen3Attention", "Gemma3Attention"}

@@ -159,8 +159,12 @@ def main() -> int:
     parts["activation"] = _replay_us(lambda: act_fn(gate_up), args.repeats, cpu)
 
     def layer(kind, gemm):
-        """One decoder layer's ops in vLLM's order (rotary left out)."""
-        fused_add_rms_norm(x, residual, gain, 1e-6, gemma)
+        """One decoder layer's ops in vLLM's order (rotary left out). Gemma: its input norm runs in one launch
+        with the previous layer's post-feedforward norm, as vosti's Gemma model forward runs them."""
+        if gemma:
+            norm_add_rms_norm(x, gain, 1e-6, residual, gain, 1e-6, True)
+        else:
+            fused_add_rms_norm(x, residual, gain, 1e-6, gemma)
         gemm(inputs["qkv"], weights["qkv"])
         if "qk_norm" in norms:
             qk_rms_norm(qk_heads, head_gain, k_gain, hq, 1e-6, gemma)
@@ -174,8 +178,6 @@ def main() -> int:
         gemm(inputs["gate_up"], weights["gate_up"])
         act_fn(gate_up)
         gemm(inputs["down"], weights["down"])
-        if gemma:
-            rms_norm(x, gain, 1e-6, True)
 
     window_layers = window[1] if window else 0
     counts = {"window": window_layers, "global": layers - window_layers} if window else {"global": layers}

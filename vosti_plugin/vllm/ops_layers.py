@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import inspect
+import itertools
 import textwrap
 
 import torch
@@ -73,6 +74,8 @@ def gelu_and_mul_forward(stock):
 # sha256[:16] of ast.unparse of the stock forwards vosti's replacements mirror (each the same in vLLM 0.26 and
 # 0.32): a replacement goes only over the forward it was written against; any other is left stock.
 GEMMA_LAYER_FORWARDS = {"5a250d30c7e08239", "edd9b6361bc6b270"}   # Gemma2DecoderLayer, Gemma3DecoderLayer
+# Gemma2Model (0.26 and 0.32), Gemma3Model 0.32 and 0.26 (they differ only in a default argument)
+GEMMA_MODEL_FORWARDS = {"ef4d876a20737200", "9bf47dab75adc0cb", "014b003b2dc5e2b9"}
 QK_NORM_ATTENTION_FORWARDS = {"4f8ff102c0ac33f3", "0a47b0e2aca78359"}   # Qwen3Attention, Gemma3Attention
 
 
@@ -87,6 +90,11 @@ def source_fingerprint(fn) -> str:
 def is_stock_gemma_layer(owner) -> bool:
     """Whether owner's forward is the stock Gemma decoder-layer forward vosti's replacement mirrors."""
     return source_fingerprint(owner.__dict__.get("forward")) in GEMMA_LAYER_FORWARDS
+
+
+def is_stock_gemma_model(owner) -> bool:
+    """Whether owner's forward is the stock Gemma-2/3 model forward vosti's replacement mirrors."""
+    return source_fingerprint(owner.__dict__.get("forward")) in GEMMA_MODEL_FORWARDS
 
 
 def is_stock_qk_norm_attention(owner) -> bool:
@@ -127,27 +135,86 @@ def qk_norm_attention_forward(stock):
     return forward
 
 
+def _gemma_norms(*norms) -> bool:
+    return all(type(n).__name__ == "GemmaRMSNorm" for n in norms)
+
+
+def _norm_then_add_norm(x: torch.Tensor, first, residual: torch.Tensor, second):
+    """first(x), then second's residual add and norm, in one launch (torch.ops.vosti.norm_add_rms_norm: the same
+    bits as the two launches); (normed, residual)."""
+    return torch.ops.vosti.norm_add_rms_norm(x, first.weight.data, first.variance_epsilon, residual,
+                                             second.weight.data, second.variance_epsilon, True)
+
+
+def _gemma_layer_before_post_norm(layer, positions: torch.Tensor, hidden_states: torch.Tensor,
+                                  residual: torch.Tensor | None, pending, kwargs: dict):
+    """The stock Gemma-2/3 decoder layer up to its post-feedforward norm: (mlp output, residual). `pending` is
+    the previous layer's post-feedforward norm when it was left for this layer's input norm to run with."""
+    if residual is None:
+        residual = hidden_states
+        hidden_states = layer.input_layernorm(hidden_states)
+    elif pending is None:
+        hidden_states, residual = layer.input_layernorm(hidden_states, residual)
+    else:
+        hidden_states, residual = _norm_then_add_norm(hidden_states, pending, residual, layer.input_layernorm)
+    hidden_states = layer.self_attn(positions=positions, hidden_states=hidden_states, **kwargs)
+    hidden_states, residual = _norm_then_add_norm(hidden_states, layer.post_attention_layernorm, residual,
+                                                  layer.pre_feedforward_layernorm)
+    return layer.mlp(hidden_states), residual
+
+
 def gemma_decoder_layer_forward(stock):
     """The stock Gemma-2/3 decoder layer with its post-attention norm and its pre-feedforward residual-add norm
-    in one launch (torch.ops.vosti.norm_add_rms_norm: the same bits as the two launches): the first norm's
-    output feeds nothing else."""
+    in one launch: the first norm's output feeds nothing else."""
 
     def forward(self, positions: torch.Tensor, hidden_states: torch.Tensor, residual: torch.Tensor | None,
                 **kwargs):
-        post, pre = self.post_attention_layernorm, self.pre_feedforward_layernorm
-        if type(post).__name__ != "GemmaRMSNorm" or type(pre).__name__ != "GemmaRMSNorm":
+        if not _gemma_norms(self.post_attention_layernorm, self.pre_feedforward_layernorm):
             return stock(self, positions, hidden_states, residual, **kwargs)
-        if residual is None:
-            residual = hidden_states
-            hidden_states = self.input_layernorm(hidden_states)
+        hidden_states, residual = _gemma_layer_before_post_norm(self, positions, hidden_states, residual, None,
+                                                                kwargs)
+        return self.post_feedforward_layernorm(hidden_states), residual
+
+    forward.vosti_gemma_layer = True
+    return forward
+
+
+def _runs_vosti_gemma_layer(layer) -> bool:
+    return getattr(type(layer).forward, "vosti_gemma_layer", False) and _gemma_norms(
+        layer.input_layernorm, layer.post_attention_layernorm, layer.pre_feedforward_layernorm,
+        layer.post_feedforward_layernorm)
+
+
+def gemma_model_forward(stock):
+    """The stock Gemma-2/3 model forward, with each layer's post-feedforward norm run in one launch with the next
+    layer's residual-add input norm (the last layer's with the final norm): the norm's output feeds only that
+    residual add, so the bits are the two launches' and a layer's launches drop by one."""
+
+    get_pp_group, intermediate = stock.__globals__["get_pp_group"], stock.__globals__["IntermediateTensors"]
+
+    def forward(self, input_ids: torch.Tensor | None, positions: torch.Tensor, intermediate_tensors=None,
+                inputs_embeds: torch.Tensor | None = None, **kwargs):
+        layers = list(itertools.islice(self.layers, self.start_layer, self.end_layer))
+        if not layers or not all(_runs_vosti_gemma_layer(layer) for layer in layers):
+            return stock(self, input_ids, positions, intermediate_tensors, inputs_embeds, **kwargs)
+        pp = get_pp_group()
+        if pp.is_first_rank:
+            hidden_states = inputs_embeds if inputs_embeds is not None else self.embed_input_ids(input_ids)
+            residual = None
         else:
-            hidden_states, residual = self.input_layernorm(hidden_states, residual)
-        hidden_states = self.self_attn(positions=positions, hidden_states=hidden_states, **kwargs)
-        hidden_states, residual = torch.ops.vosti.norm_add_rms_norm(
-            hidden_states, post.weight.data, post.variance_epsilon, residual, pre.weight.data, pre.variance_epsilon,
-            True)
-        hidden_states = self.mlp(hidden_states)
-        hidden_states = self.post_feedforward_layernorm(hidden_states)
-        return hidden_states, residual
+            hidden_states = intermediate_tensors["hidden_states"]
+            residual = intermediate_tensors["residual"]
+        pending = None
+        for layer in layers:
+            hidden_states, residual = _gemma_layer_before_post_norm(layer, positions, hidden_states, residual,
+                                                                    pending, kwargs)
+            pending = layer.post_feedforward_layernorm
+        if not pp.is_last_rank:
+            return intermediate({"hidden_states": pending(hidden_states), "residual": residual})
+        if not _gemma_norms(self.norm):
+            hidden_states, _ = self.norm(pending(hidden_states), residual)
+            return hidden_states
+        hidden_states, _ = _norm_then_add_norm(hidden_states, pending, residual, self.norm)
+        return hidden_states
 
     return forward

@@ -106,6 +106,13 @@ def inventory() -> list[Patch]:
                 applies=ops_layers.is_stock_gemma_layer, optional=True)
           for m, cls in (("gemma2", "Gemma2DecoderLayer"), ("gemma3", "Gemma3DecoderLayer"))),
         *(Patch("ops", f"vllm.model_executor.models.{m}:{cls}", "forward",
+                "each layer's post-feedforward norm and the next layer's residual-add input norm (the last "
+                "layer's: the final norm) -> one launch (torch.ops.vosti.norm_add_rms_norm, the same bits); only "
+                "over the stock forward it mirrors, with every layer running vosti's Gemma layer",
+                _SETATTR_UNDO, private=False, make=ops_layers.gemma_model_forward,
+                applies=ops_layers.is_stock_gemma_model, optional=True)
+          for m, cls in (("gemma2", "Gemma2Model"), ("gemma3", "Gemma3Model"))),
+        *(Patch("ops", f"vllm.model_executor.models.{m}:{cls}", "forward",
                 "the q and k norms -> one launch over the q and k heads of the qkv output, read in place "
                 "(torch.ops.vosti.qk_rms_norm, the same bits); only over the stock forward it mirrors",
                 _SETATTR_UNDO, private=False, make=ops_layers.qk_norm_attention_forward,
