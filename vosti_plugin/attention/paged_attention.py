@@ -229,14 +229,6 @@ def _paged_attention_segments_kernel(
     else:
         first_key = 0
 
-    dims = tl.arange(0, HEAD_DIM_PAD)
-    dim_ok = dims < HEAD_DIM
-    q = tl.load(
-        q_ptr + token[:, None] * stride_qt + q_head[:, None] * stride_qh + dims[None, :],
-        mask=row_valid[:, None] & dim_ok[None, :],
-        other=0.0,
-    )
-
     TILES_PER_SEGMENT: tl.constexpr = SEGMENT // BLOCK_N
     if FUSED:
         seg_begin = first_key // SEGMENT
@@ -249,6 +241,14 @@ def _paged_attention_segments_kernel(
         return
     if seg_end * SEGMENT <= first_key:
         return
+
+    dims = tl.arange(0, HEAD_DIM_PAD)
+    dim_ok = dims < HEAD_DIM
+    q = tl.load(
+        q_ptr + token[:, None] * stride_qt + q_head[:, None] * stride_qh + dims[None, :],
+        mask=row_valid[:, None] & dim_ok[None, :],
+        other=0.0,
+    )
 
     run_m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     run_l = tl.zeros([BLOCK_M], dtype=tl.float32)
