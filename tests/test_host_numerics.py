@@ -161,6 +161,45 @@ def test_self_test_refuses_a_lane_dependent_dot(monkeypatch):
         host_numerics.clear_cache()
 
 
+def _tile_height_dependent_dot(original, rows: int):
+    """A dot whose every element is one ulp off in tiles of at least `rows` rows: a dot row that depends on the
+    tile shape, which the cross-tile proofs trust it not to."""
+    def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        out = original(self, a, b, d, input_precision, max_num_imprecise_acc)
+        if out.data.ndim == 2 and out.data.shape[0] >= rows:
+            out.data[...] = np.nextafter(out.data, np.inf, dtype=out.data.dtype)
+        return out
+
+    return dot
+
+
+def test_tall_rows_are_checked_against_the_decode_row(monkeypatch):
+    """With the tall path on, a prefill-sized launch's rows must carry the bits of the same row decoded alone;
+    a dot that changes with the tile height fails exactly those probes."""
+    from triton.runtime import interpreter
+
+    from vosti_plugin.ops import matmul
+
+    monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
+    host_numerics.clear_cache()
+    try:
+        result = host_numerics.run_self_test(tiny_facts())
+        tall = [p for p in result.probes if "/tall vs decode" in p.name]
+        assert result.ok and tall, host_numerics.describe_failure(result)
+
+        tall_rows = matmul.tall_config(matmul.select_config(64, 64, torch.float32), torch.float32).block_m
+        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
+                            _tile_height_dependent_dot(interpreter.InterpreterBuilder.create_dot, tall_rows))
+        host_numerics.clear_cache()
+        result = host_numerics.run_self_test(tiny_facts())
+        failed = {p.name for p in result.probes if not p.ok}
+        print(host_numerics.describe_failure(result))
+        assert failed == {p.name for p in tall}
+        assert "VOSTI_TALL_GEMM=0" in host_numerics.failure_of(result).fix
+    finally:
+        host_numerics.clear_cache()
+
+
 def test_undo_restores_the_interpreter_exactly():
     from triton.runtime import interpreter
 

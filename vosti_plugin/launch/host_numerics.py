@@ -7,8 +7,9 @@ Triton's interpreter and the numpy under it), not something the verifier can pro
 the configs the deployment will launch, with the deployment's dtype and device, and compares one row
 alone against the same row at other lanes and tiles of a batch, bitwise:
 
-- every linear layer's GEMM config (its real K, a narrowed N of the same divisibility; plus the tall
-  config when that path is on);
+- every linear layer's GEMM config (its real K, a narrowed N of the same divisibility); when the tall path
+  is on, its prefill launch (TMA or pointer tiles) against the same row decoded alone: the verifier's
+  cross-tile proofs trust a dot row not to change with the tile shape, and this is where that is tested;
 - RMSNorm (plain and fused residual add), the gated activation, log-softmax over the vocabulary;
 - paged attention with the deployment's attention config: a request alone vs between neighbours on
   other pages, its last prefill row vs the same position decoded, on the split and fused paths.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import torch
@@ -90,21 +92,30 @@ def _lanes(rows: int) -> list[int]:
 
 
 def _rows_probe(name: str, op: Callable[[torch.Tensor], torch.Tensor], width: int, tile: int,
-                dtype, device, seed: int) -> ProbeResult:
+                dtype, device, seed: int, alone_op: Callable[[torch.Tensor], torch.Tensor] | None = None
+                ) -> ProbeResult:
     """op maps [M, width] -> [M, ...] row by row; the same row placed at the lanes of a batch of one tile
-    and a few rows must give the bits it gives alone."""
+    and a few rows must give the bits it gives alone (through `alone_op` when the deployment computes a lone
+    row another way, e.g. a decode GEMM against the tall path's launch)."""
     rows = tile + 3
     row = _randn(1, width, seed=seed, dtype=dtype, device=device)
     batch = _randn(rows, width, seed=seed + 1, dtype=dtype, device=device)
     lanes = _lanes(rows)
     batch[lanes] = row
-    alone = op(row)
+    alone = (alone_op or op)(row)
     together = op(batch)
     bad = [x for x in lanes if not _same(together[x:x + 1], alone)]
     if bad:
         return ProbeResult(name, (f"{len(bad)} of {len(lanes)} placements in a {rows}-row batch differ "
                                   f"(lanes {', '.join(map(str, bad[:8]))}{', ...' if len(bad) > 8 else ''})",))
     return ProbeResult(name)
+
+
+# rows of a tall probe: more than one 256-row tile of the tall kernels
+_TALL_PROBE_ROWS = 384
+_TALL_PROBE = "/tall vs decode"
+TALL_FIX = ("set VOSTI_TALL_GEMM=0: prefill GEMMs then run the decode tiles, whose rows are lane-invariant here "
+            "(slower prefill, the same guarantee); and report this GPU, driver and Triton version")
 
 
 def _narrow_n(n: int, block_n: int) -> int:
@@ -126,21 +137,22 @@ def _matmul_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
         # vLLM's weight is [N, K]; vosti's linear launches on its transpose, so the probe does too (Triton
         # specializes on unit strides).
         b = _randn(n_test, k, seed=100 + i, dtype=dtype, device=device, scale=k ** -0.5).t()
-        variants = [("", config, matmul.launch_matmul, config.block_m)]
+        key = (k, n_test % 16, config)
+        if key in seen:
+            continue
+        seen.add(key)
+
+        def op(a, launch=matmul.launch_matmul, b=b):
+            out = torch.empty(a.shape[0], b.shape[1], dtype=dtype, device=device)
+            return launch(a, b, None, out, config)
+
+        probes.append(_rows_probe(f"matmul/{layer} (K={k})", op, k, config.block_m, dtype, device, seed=200 + i))
         if matmul.tall_path_on(matmul.TALL_MIN_ROWS, dtype):
-            tall = matmul.tall_config(config, dtype)
-            variants.append(("/tall", tall, matmul.launch_matmul_tall, max(tall.block_m, matmul.TALL_MIN_ROWS // 2)))
-        for suffix, cfg, launch, tile in variants:
-            key = (k, n_test % 16, cfg)
-            if key in seen:
-                continue
-            seen.add(key)
-
-            def op(a, cfg=cfg, launch=launch, b=b):
-                out = torch.empty(a.shape[0], b.shape[1], dtype=dtype, device=device)
-                return launch(a, b, None, out, cfg)
-
-            probes.append(_rows_probe(f"matmul/{layer}{suffix} (K={k})", op, k, tile, dtype, device, seed=200 + i))
+            # a row of a prefill (the tall path's tiles, or its TMA kernel) against the same row decoded alone:
+            # the verifier trusts tile shape and warps to leave a dot's row as it is; this checks it here
+            tall = partial(op, launch=matmul.launch_tall)
+            probes.append(_rows_probe(f"matmul/{layer}{_TALL_PROBE} (K={k})", tall, k, _TALL_PROBE_ROWS, dtype,
+                                      device, seed=200 + i, alone_op=op))
     return probes
 
 
@@ -255,6 +267,9 @@ def describe_failure(result: HostNumericsResult) -> str:
 def failure_of(result: HostNumericsResult):
     from vosti_plugin.launch.obligations import Failure
 
+    failed = [p for p in result.probes if not p.ok]
+    if failed and all(_TALL_PROBE in p.name for p in failed):
+        return Failure(OBLIGATION, describe_failure(result), TALL_FIX)
     return Failure(OBLIGATION, describe_failure(result), FIX.get(result.device, FIX["cuda"]))
 
 

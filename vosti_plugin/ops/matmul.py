@@ -694,13 +694,20 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         kernel_out_dtype = torch.float32
     config = select_config(b.shape[1], b.shape[0], a.dtype)
     out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=kernel_out_dtype)
-    if tall_path_on(a.shape[0], a.dtype) and tma_path_on() and _tma_operands(a, b):
-        launch_matmul_tma(a, b, bias, out, tma_config(config, a.dtype))
-    elif tall_path_on(a.shape[0], a.dtype):
-        launch_matmul_tall(a, b, bias, out, tall_config(config, a.dtype))
+    if tall_path_on(a.shape[0], a.dtype):
+        launch_tall(a, b, bias, out, config)
     else:
         launch_matmul(a, b, bias, out, config)
     return out if out.dtype == out_dtype else out.to(out_dtype)
+
+
+def launch_tall(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
+                config: MatmulConfig) -> torch.Tensor:
+    """The tall path's launch of the decode config `config`, as a tall GEMM takes it: the TMA kernel where it
+    is on and the operands allow it, else the pointer kernels' tall tiles."""
+    if tma_path_on() and _tma_operands(a, b):
+        return launch_matmul_tma(a, b, bias, out, tma_config(config, a.dtype))
+    return launch_matmul_tall(a, b, bias, out, tall_config(config, a.dtype))
 
 
 def mm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
