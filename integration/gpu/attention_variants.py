@@ -133,12 +133,12 @@ _PAGE_PER_TILE = (
     "                page = tl.load(block_table_row + (tile * BLOCK_N) // PAGE_SIZE).to(tl.int64)\n"
     "            else:\n"
     "                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n")
-_TILE_LOOP = "        for tile in range(tile_begin, tile_end):\n"
+_TILE_LOOP = "        for tile in range(whole_end, tile_end):\n"  # the masked tile loop
 _TILE_HEAD = (_TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
               "            key_valid = key_pos <= last_pos\n" + _PAGE_LOAD)
 # the next tile's page ids are loaded one iteration ahead (a loop-carried integer tile)
 _PREFETCH_VECTOR = (
-    "        first_keys = tile_begin * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+    "        first_keys = whole_end * BLOCK_N + tl.arange(0, BLOCK_N)\n"
     "        next_page = tl.load(block_table_row + first_keys // PAGE_SIZE, mask=first_keys <= last_pos, other=0)\n"
     + _TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
     "            key_valid = key_pos <= last_pos\n"
@@ -147,10 +147,10 @@ _PREFETCH_VECTOR = (
     "            next_page = tl.load(block_table_row + next_keys // PAGE_SIZE, mask=next_keys <= last_pos, other=0)\n")
 _PREFETCH_SCALAR = (  # one block-table entry per tile when a tile lies inside one page, else the vector prefetch
     "        if PAGE_SIZE % BLOCK_N == 0:\n"
-    "            next_page = tl.load(block_table_row + (tile_begin * BLOCK_N) // PAGE_SIZE, mask=tile_begin < tile_end,\n"
+    "            next_page = tl.load(block_table_row + (whole_end * BLOCK_N) // PAGE_SIZE, mask=whole_end < tile_end,\n"
     "                                other=0)\n"
     "        else:\n"
-    "            first_keys = tile_begin * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+    "            first_keys = whole_end * BLOCK_N + tl.arange(0, BLOCK_N)\n"
     "            next_page = tl.load(block_table_row + first_keys // PAGE_SIZE, mask=first_keys <= last_pos, other=0)\n"
     + _TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
     "            key_valid = key_pos <= last_pos\n"
@@ -186,7 +186,7 @@ _COMBINE_WARPS = "            num_warps=4,\n            num_stages=1,\n"
 
 
 def _tile_stages(n: int) -> list[tuple[str, str]]:
-    return [(_TILE_LOOP, f"        for tile in tl.range(tile_begin, tile_end, num_stages={n}):\n")]
+    return [(_TILE_LOOP, f"        for tile in tl.range(whole_end, tile_end, num_stages={n}):\n")]
 
 
 def _combine_edits(warps: int, stages: int) -> list[tuple[str, str]]:
@@ -221,75 +221,6 @@ def _peeled_slots_edits(slots: int, body_edits: tuple = ()) -> list[tuple[str, s
             (_GRID, _GRID.replace("num_segments)", f"min(num_segments, {slots}))"))]
 
 
-_TILE_LOOP_FULL = open(SOURCE).read()[open(SOURCE).read().index(_TILE_LOOP):
-                                      open(SOURCE).read().index("            acc = tl.where(tile_live[:, None], acc_new, acc)\n")
-                                      + len("            acc = tl.where(tile_live[:, None], acc_new, acc)\n")]
-
-
-# one tile step of a tile every valid row of the block may see whole: no causal/window selects, no key masks
-_UNMASKED_TILE_STEP = (
-    "key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-    "page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)\n"
-    "in_page = key_pos % PAGE_SIZE\n"
-    "k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
-    "v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
-    "k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
-    "v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
-    "scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale\n"
-    "if USE_SOFT_CAP:\n"
-    "    capped = scores / soft_cap\n"
-    "    decay = tl.exp(-2.0 * tl.abs(capped))\n"
-    "    magnitude = (1.0 - decay) / (1.0 + decay)\n"
-    "    scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)\n"
-    "m_new = tl.maximum(m_i, tl.max(scores, axis=1))\n"
-    "m_dead = m_new == float(\"-inf\")\n"
-    "alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))\n"
-    "p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))\n"
-    "l_i = l_i * alpha + tl.sum(p, axis=1)\n"
-    "acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)\n"
-    "m_i = m_new\n")
-
-
-def _indented(text: str, spaces: int) -> str:
-    return "".join(" " * spaces + line if line.strip() else line for line in text.splitlines(keepends=True))
-
-
-def _interior_unmasked_edits(stages: int = 0) -> list[tuple[str, str]]:
-    """Tiles that hold only keys every valid row of the block may see (below the block's first row, inside the
-    last row's window) run without the causal/window selects, in a loop of their own between two masked
-    loops over the tiles before and after them: the FlashAttention split, visiting the same tiles in the same
-    order with the same expressions on every allowed score."""
-    masked_lo = _TILE_LOOP_FULL.replace(_TILE_LOOP, "        for tile in range(tile_begin, interior_lo):\n")
-    masked_hi = _TILE_LOOP_FULL.replace(_TILE_LOOP, "        for tile in range(interior_hi, tile_end):\n")
-    loop = (f"        for tile in tl.range(interior_lo, interior_hi, num_stages={stages}):\n" if stages
-            else "        for tile in range(interior_lo, interior_hi):\n")
-    interior = (
-        "        first_row_pos = context_len + first_local_token\n"
-        "        interior_hi = tl.maximum(tl.minimum((first_row_pos + 1) // BLOCK_N, tile_end), tile_begin)\n"
-        "        if USE_WINDOW:\n"
-        "            lo_key = tl.maximum(last_pos - window + 1, 0)\n"
-        "            interior_lo = tl.minimum(tl.maximum((lo_key + BLOCK_N - 1) // BLOCK_N, tile_begin), interior_hi)\n"
-        "        else:\n"
-        "            interior_lo = tile_begin\n"
-        + masked_lo + loop + _indented(_UNMASKED_TILE_STEP, 12) + masked_hi)
-    return [(_TILE_LOOP_FULL, interior)]
-
-
-def _interior_branch_edits() -> list[tuple[str, str]]:
-    """One tile loop; a tile that holds only keys every valid row of the block may see takes a branch without
-    the causal/window selects (same tiles, same order, same expressions on every allowed score)."""
-    head = (
-        "        first_row_pos = context_len + first_local_token\n"
-        "        if USE_WINDOW:\n"
-        "            lo_key = tl.maximum(last_pos - window + 1, 0)\n"
-        "        else:\n"
-        "            lo_key = 0\n"
-        + _TILE_LOOP +
-        "            if (tile * BLOCK_N + BLOCK_N - 1 <= first_row_pos) & (tile * BLOCK_N >= lo_key):\n"
-        + _indented(_UNMASKED_TILE_STEP, 16) + "            else:\n")
-    return [(_TILE_LOOP_FULL, head + _indented(_TILE_LOOP_FULL[len(_TILE_LOOP):], 4))]
-
-
 def _lever_edits(interior_fused: bool) -> list[tuple[str, str]]:
     """The prefill lever as proved (attention_lever): FOLD as the split path's combine, INTERIOR on fused launches."""
     return lever.kernel_edits() + lever.fold_combine_launch_edits(open(SOURCE).read(), interior_fused)
@@ -301,9 +232,9 @@ _M128 = {"block_m": 128, "num_warps": 8}
 
 
 # l's row sum as an MMA (p times a column of ones): its per-row bits follow the dot, not tl.sum's layout tree
-_ROW_SUM_BY_DOT = [("            l_new = l_i * alpha + tl.sum(p, axis=1)\n",
-                    "            ones = tl.full([BLOCK_N, 16], 1.0, dtype=v.dtype)\n"
-                    "            l_new = l_i * alpha + tl.max(tl.dot(p.to(v.dtype), ones, input_precision=DOT_PRECISION), "
+_ROW_SUM_BY_DOT = [("    l_new = l_i * alpha + tl.sum(p, axis=1)\n",
+                    "    ones = tl.full([p.shape[1], 16], 1.0, dtype=v.dtype)\n"
+                    "    l_new = l_i * alpha + tl.max(tl.dot(p.to(v.dtype), ones, input_precision=DOT_PRECISION), "
                     "axis=1)\n")]
 
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
@@ -328,13 +259,8 @@ VARIANTS: dict[str, tuple] = {
     "peeled slots 32 + one page load per tile": ([(_PAGE_LOAD, _PAGE_PER_TILE)] + _peeled_slots_edits(
         32, body_edits=((_PAGE_LOAD, _PAGE_PER_TILE),)), True),
     "max_seq_len reduced per call": ([("    if max_seq_len is None:\n", "    if True:\n")], True),
-    "interior tiles unmasked": (_interior_unmasked_edits(), True),
-    "interior tiles unmasked, 3 stages": (_interior_unmasked_edits(3), True),
-    "interior tiles branch": (_interior_branch_edits(), True),
     "tiles of 128 rows, 8 warps": ([], True, _M128),
     "tiles of 128 rows, 8 warps, 3 stages": ([], True, {**_M128, "num_stages": 3}),
-    "tiles of 128 rows, 8 warps, interior unmasked": (_interior_unmasked_edits(), True, _M128),
-    "tiles of 128 rows, 8 warps, interior unmasked, 3 stages": (_interior_unmasked_edits(3), True, _M128),
     "lever: fold combine": (_lever_edits(False), True),
     "lever: fold combine, fused interior": (_lever_edits(True), True),
     "lever: fold combine, fused interior, 128 rows, 8 warps": (_lever_edits(True), True, _M128),

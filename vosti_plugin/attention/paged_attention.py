@@ -116,6 +116,30 @@ _SEGMENT_PARTIALS_EQUAL = tuple(
         "L.part_acc_ptr[x, h, g, :] == R.part_acc_ptr[y, h, g, :]"))
 
 
+@triton.jit
+def _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """q times a KV tile's keys, scaled (log2 units), soft-capped where the model caps scores."""
+    scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
+    if USE_SOFT_CAP:
+        capped = scores / soft_cap
+        decay = tl.exp(-2.0 * tl.abs(capped))
+        magnitude = (1.0 - decay) / (1.0 + decay)
+        scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)
+    return scores
+
+
+@triton.jit
+def _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION: tl.constexpr):
+    """(m, l, acc) after one tile of scores and values; a row whose scores are all -inf keeps m = -inf, p = 0."""
+    m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+    m_dead = m_new == float("-inf")
+    alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))
+    p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))
+    l_new = l_i * alpha + tl.sum(p, axis=1)
+    acc_new = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
+    return m_new, l_new, acc_new
+
+
 @contract(
     params=_ATTENTION_TENSORS,
     grid=("T // BLOCK_Q + num_seqs", "HKV", "ite(FUSED, 1, num_segments)"),
@@ -260,8 +284,26 @@ def _paged_attention_segments_kernel(
         l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
         acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
         tile_begin = tl.maximum(seg * TILES_PER_SEGMENT, first_key // BLOCK_N)
-        tile_end = tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_pos // BLOCK_N + 1)
-        for tile in range(tile_begin, tile_end):
+        tile_end = tl.maximum(tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_pos // BLOCK_N + 1), tile_begin)
+        # Tiles [tile_begin, whole_end) hold only keys every valid row of the block sees (at or before its first
+        # row; none with a window): they skip the selects. The two loops visit the tiles of one range in order
+        # (the verifier reads them as one loop: obligation loop-concat).
+        if USE_WINDOW:
+            whole_end = tile_begin
+        else:
+            whole_end = tl.minimum(tl.maximum((context_len + first_local_token + 1) // BLOCK_N, tile_begin),
+                                   tile_end)
+        for tile in range(tile_begin, whole_end):
+            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+            page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
+            in_page = key_pos % PAGE_SIZE
+            k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
+            v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
+            k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+            scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
+            m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION)
+        for tile in range(whole_end, tile_end):
             key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
             key_valid = key_pos <= last_pos
             page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
@@ -273,22 +315,12 @@ def _paged_attention_segments_kernel(
             v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
                         other=0.0)
 
-            scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * scale
-            if USE_SOFT_CAP:
-                capped = scores / soft_cap
-                decay = tl.exp(-2.0 * tl.abs(capped))
-                magnitude = (1.0 - decay) / (1.0 + decay)
-                scores = soft_cap * tl.where(capped < 0.0, -magnitude, magnitude)
+            scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
             allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])
             scores = tl.where(allowed, scores, float("-inf"))
             tile_live = (tile * BLOCK_N <= row_pos) & (tile * BLOCK_N + BLOCK_N > row_lo)
 
-            m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-            m_dead = m_new == float("-inf")
-            alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))
-            p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))
-            l_new = l_i * alpha + tl.sum(p, axis=1)
-            acc_new = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
+            m_new, l_new, acc_new = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION)
             m_i = tl.where(tile_live, m_new, m_i)
             l_i = tl.where(tile_live, l_new, l_i)
             acc = tl.where(tile_live[:, None], acc_new, acc)

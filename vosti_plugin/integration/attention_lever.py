@@ -20,7 +20,8 @@ from pathlib import Path
 SHIPPED = Path(__file__).resolve().parents[1] / "attention" / "paged_attention.py"
 
 _CONSTEXPR = "    FUSED: tl.constexpr,\n"
-_TILE_END = "        tile_end = tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_pos // BLOCK_N + 1)\n"
+_TILE_END = ("        tile_end = tl.maximum(tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_pos // BLOCK_N + 1), "
+             "tile_begin)\n")
 _RUN_M = "    run_m = tl.full([BLOCK_M], float(\"-inf\"), dtype=tl.float32)\n"
 _AFTER_TILE_LOOP = "            acc = tl.where(tile_live[:, None], acc_new, acc)\n\n        if FUSED:\n"
 
@@ -35,7 +36,7 @@ def _whole_tile_step(masked: str) -> str:
     """The masked tile step without its select lines: the softmax update with every score allowed and the tile
     live, its temporaries renamed (names assigned in both branches of an `if` are merged by a select, which the
     verifier does not take for float predicates such as m_dead)."""
-    body = masked[masked.index("            m_new = "):masked.index("            m_i = tl.where(tile_live")]
+    body = masked[masked.index("            m_new"):masked.index("            m_i = tl.where(tile_live")]
     for old, new in (("m_new", "whole_m"), ("m_dead", "whole_dead"), ("alpha", "whole_alpha"), ("p", "whole_p"),
                      ("l_new", "l_i"), ("acc_new", "acc")):
         body = re.sub(rf"(?<![\w.]){old}\b", new, body)

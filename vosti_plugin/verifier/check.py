@@ -162,7 +162,7 @@ def _check_goal(kernel: ir.Kernel, contract: Contract, goal: Goal, config: dict[
         for name, line, msg, goal_ in sides[s].obligations:
             if not base.valid(goal_):
                 return done("failed", [Obligation(name, line, "failed",
-                                                  f"cannot prove that {msg} (needed to read the scan's result)")])
+                                                  f"cannot prove that {msg}")])
             rep.obligations.append(Obligation(name, line, "proved", msg))
         hyps += sides[s].axioms
     prover = Prover(hyps + pid_bounds, timeout_ms, domain)

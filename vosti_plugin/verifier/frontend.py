@@ -3,13 +3,16 @@
 Only the subset listed in `SUPPORTED_TL` and the statement forms below are accepted; anything else raises
 `Unsupported` naming the kernel and the source line, so a kernel is never silently half-understood.
 Helper `@triton.jit` functions called from a kernel are inlined when their body is straight-line code that
-ends in a single `return`.
+ends in a single `return`. Consecutive loops over ranges [b0, b1), [b1, b2), ... (one name, each stop written
+as the next start, no bound assigned in a body) are read as one loop over [b0, bn) whose body branches on the
+index, under the obligation `loop-concat` (b0 <= b1 <= ... <= bn): a peeled loop is proved as the loop it splits.
 """
 from __future__ import annotations
 
 import ast
 import inspect
 import textwrap
+from dataclasses import dataclass
 from typing import Any
 
 from vosti_plugin.verifier import ir, serial
@@ -97,7 +100,7 @@ class _Translator:
     # -- statements ------------------------------------------------------------------------------------
     def stmts(self, body: list[ast.stmt]) -> tuple[ir.Stmt, ...]:
         out: list[ir.Stmt] = []
-        for s in body:
+        for s in _concatenated_loops(body):
             for t in self.stmt(s):
                 out.extend(self.pre_stmts)
                 self.pre_stmts = []
@@ -157,6 +160,13 @@ class _Translator:
             return self._assign_target(s.target, ir.BinOp(op, cur, self.expr(s.value), ln), s)
         if isinstance(s, ast.For):
             return [self.for_(s)]
+        if isinstance(s, _ConcatenatedLoops):
+            ordered = ast.copy_location(ast.Compare(left=s.bounds[0], ops=[ast.LtE()] * (len(s.bounds) - 1),
+                                                    comparators=list(s.bounds[1:])), s.loop)
+            check = ir.Check(self.expr(ordered), "loop-concat", "the consecutive loops' bounds "
+                             f"{' <= '.join(ast.unparse(b) for b in s.bounds)} are ordered (the loops then visit "
+                             "one range in order)", ln)
+            return [check, self.for_(s.loop)]
         if isinstance(s, ast.If):
             return [ir.If(self.expr(s.test), self.stmts(s.body), self.stmts(s.orelse), ln)]
         if isinstance(s, ast.Return):
@@ -584,3 +594,66 @@ def _kernel_from_source(source: str, name: str | None, first_line: int, filename
         raise tr.fail(fdef, "variadic or keyword-only kernel parameters")
     body = tr.stmts(fdef.body)
     return ir.Kernel(fdef.name, tuple(params), body, filename, tr.line(fdef))
+
+
+@dataclass(frozen=True)
+class _ConcatenatedLoops:
+    """Consecutive `for v in range(b0, b1)`, `for v in range(b1, b2)`, ... read as one loop over [b0, bn) whose
+    body takes the i-th loop's body on [b_i, b_i+1), with the obligation b0 <= b1 <= ... <= bn."""
+
+    loop: ast.For
+    bounds: tuple[ast.expr, ...]
+    lineno: int
+
+
+def _range_bounds(s: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
+    if not (isinstance(s, ast.For) and isinstance(s.target, ast.Name) and not s.orelse
+            and isinstance(s.iter, ast.Call) and len(s.iter.args) == 2):
+        return None
+    name = _dotted(s.iter.func) or ""
+    if name != "range" and not name.endswith(".range"):
+        return None
+    return s.iter.args[0], s.iter.args[1]
+
+
+def _stored_names(nodes) -> set[str]:
+    return {n.id for s in nodes for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _concatenated_loops(body: list[ast.stmt]) -> list:
+    """body with each run of loops over consecutive ranges (the same loop name, one loop's stop the next one's
+    start, written the same, and no bound assigned in a body) merged into one `_ConcatenatedLoops`."""
+    out: list = []
+    i = 0
+    while i < len(body):
+        run = [body[i]]
+        while i + len(run) < len(body):
+            a, b = run[-1], body[i + len(run)]
+            ra, rb = _range_bounds(a), _range_bounds(b)
+            if ra is None or rb is None or a.target.id != b.target.id or ast.dump(ra[1]) != ast.dump(rb[0]):
+                break
+            run.append(b)
+        if len(run) == 1:
+            out.append(body[i])
+            i += 1
+            continue
+        bounds = [_range_bounds(run[0])[0]] + [_range_bounds(s)[1] for s in run]
+        bound_names = {n.id for b in bounds for n in ast.walk(b) if isinstance(n, ast.Name)}
+        if bound_names & _stored_names(run):
+            out.extend(run)   # a body moves a later loop's bound: not one range; proved (or not) loop by loop
+            i += len(run)
+            continue
+        var = run[0].target.id
+        branch: list[ast.stmt] = run[-1].body
+        for s, stop in zip(reversed(run[:-1]), reversed(bounds[1:-1])):
+            test = ast.Compare(left=ast.Name(var, ast.Load()), ops=[ast.Lt()], comparators=[stop])
+            branch = [ast.If(test=test, body=s.body, orelse=branch)]
+        merged = ast.For(target=run[0].target,
+                         iter=ast.Call(func=ast.Name("range", ast.Load()), args=[bounds[0], bounds[-1]], keywords=[]),
+                         body=branch, orelse=[], type_comment=None)
+        for node in ast.walk(merged):
+            if not hasattr(node, "lineno"):
+                ast.copy_location(node, run[0])
+        out.append(_ConcatenatedLoops(merged, tuple(bounds), run[0].lineno))
+        i += len(run)
+    return out

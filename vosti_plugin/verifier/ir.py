@@ -211,7 +211,17 @@ class Return:
     line: int
 
 
-Stmt = Union[Assign, Store, For, If, Return]
+@dataclass(frozen=True)
+class Check:
+    """An integer condition the verifier must prove wherever execution reaches it (obligation `name`)."""
+
+    cond: Expr
+    name: str
+    message: str
+    line: int
+
+
+Stmt = Union[Assign, Store, For, If, Return, Check]
 
 
 @dataclass(frozen=True)

@@ -235,6 +235,12 @@ class SideEvaluator:
             if self.loop_stack:
                 raise self.fail(s.line, "return inside a loop")
             self.alive = z3.BoolVal(False)
+        elif isinstance(s, ir.Check):
+            cond = self.expr(s.cond)
+            if cond.shape or cond.kind in ("float", "fbool"):
+                raise self.fail(s.line, f"check {s.name} on a tile or a float")
+            if self.recording:
+                self.obligations.append((s.name, s.line, s.message, z3.Implies(self.alive, self.zb(cond))))
         else:  # pragma: no cover
             raise self.fail(getattr(s, "line", 0), f"statement {type(s).__name__}")
 
@@ -406,7 +412,8 @@ class SideEvaluator:
         rng = lambda x: z3.And(start <= x, x < hi)  # noqa: E731
         pi = lambda x: z3.substitute(p_i, (i, x))  # noqa: E731
         i1, i2 = z3.Int(f"_i1_{line}@{self.side}"), z3.Int(f"_i2_{line}@{self.side}")
-        self.obligations.append(("count-scan", line, f"the predicate counted into {name} holds on a prefix",
+        self.obligations.append(("count-scan", line, f"the predicate counted into {name} holds on a prefix "
+                                 "(needed to read the scan's result)",
                                  z3.Implies(z3.And(rng(i1), rng(i2), i1 < i2, pi(i2)), pi(i1))))
         self.axioms += [0 <= total, total <= n_iter * step,
                         z3.ForAll([i], z3.Implies(rng(i), pi(i) == (i < start + total))),
