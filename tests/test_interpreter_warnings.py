@@ -33,10 +33,12 @@ def _vosti_attention_with_masked_rows():
     from vosti_plugin.attention.config import AttentionLaunchConfig
     from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
 
-    # 3 query tokens in 2-token row blocks: the second block has a masked row (all scores -inf)
+    # 3 query tokens in 2-token row blocks: the second block has a masked row (all scores -inf). A sliding
+    # window (wider than the sequence) keeps every tile on the masked path: without one, a block's whole tiles
+    # come first and give the masked row finite scores.
     config = AttentionLaunchConfig(block_q=2, block_m=4, block_n=4, segment=8, num_warps=4, num_stages=1)
     batch = build_paged_batch([random_request(5, 3, 4, 2, 16, seed=0)], page_size=4)
-    return lambda: run_paged_batch(batch, config, scale=0.25)
+    return lambda: run_paged_batch(batch, config, scale=0.25, sliding_window=16)
 
 
 def _other_kernel():

@@ -616,6 +616,11 @@ def _range_bounds(s: ast.stmt) -> tuple[ast.expr, ast.expr] | None:
     return s.iter.args[0], s.iter.args[1]
 
 
+def _pure(e: ast.expr) -> bool:
+    """e reads no memory: re-evaluated inside the merged loop, it keeps the value it had ahead of its loop."""
+    return all((_dotted(n.func) or "").rsplit(".", 1)[-1] in MATH_FNS for n in ast.walk(e) if isinstance(n, ast.Call))
+
+
 def _stored_names(nodes) -> set[str]:
     return {n.id for s in nodes for n in ast.walk(s) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
 
@@ -639,8 +644,9 @@ def _concatenated_loops(body: list[ast.stmt]) -> list:
             continue
         bounds = [_range_bounds(run[0])[0]] + [_range_bounds(s)[1] for s in run]
         bound_names = {n.id for b in bounds for n in ast.walk(b) if isinstance(n, ast.Name)}
-        if bound_names & _stored_names(run):
-            out.extend(run)   # a body moves a later loop's bound: not one range; proved (or not) loop by loop
+        if bound_names & _stored_names(run) or not all(_pure(b) for b in bounds):
+            # a body may move a later loop's bound: not one range; proved (or not) loop by loop
+            out.extend(run)
             i += len(run)
             continue
         var = run[0].target.id
