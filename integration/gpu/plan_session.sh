@@ -11,7 +11,8 @@
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which),
-# attention-variants-gemma (the same on Gemma-3-4B's window and global layers), bench-attn, bench-long
+# attention-variants-gemma (the same on Gemma-3-4B's window and global layers), attention-tile-height (output
+# digests of tile heights 16/64 with and without row sums by dot), bench-attn, bench-long
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
 # prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), decode-parts (#20: a decode
@@ -131,6 +132,11 @@ for step in $STEPS; do
       timeout 300 python3 integration/gpu/attention_variants.py ${PREV_ATTENTION:+--previous "$PREV_ATTENTION"} \
         ${ATTN_VARIANTS:+--variants "$ATTN_VARIANTS"} \
         --out "$R/attention-variants.json" > "$R/attention-variants.log" 2>&1; log "attention-variants rc=$?" ;;
+    attention-tile-height)   # why tile height changes prefill bits (#20): row sums by dot at 16 and 64 rows, Gemma then Llama heads
+      for g in gemma3-4b llama31-8b; do
+        timeout 300 python3 integration/gpu/attention_variants.py --geometry $g --variants "tiles of 16 rows;tiles of 32 rows;row sums by dot (other bits);row sums by dot, tiles of 16 rows (other bits)" \
+          --out "$R/attention-tile-height-$g.json" > "$R/attention-tile-height-$g.log" 2>&1
+      done; log "attention-tile-height done" ;;
     attention-variants-gemma)   # Gemma-3-4B's window and global layers: decode latency variants, bits kept or not (#20)
       timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;one page load per tile + tile loop 3 stages;tiles of 16 rows;tiles of 16 rows, 3 stages;tiles of 32 rows;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
         --out "$R/attention-variants-gemma.json" > "$R/attention-variants-gemma.log" 2>&1; log "attention-variants-gemma rc=$?" ;;
@@ -190,8 +196,8 @@ for step in $STEPS; do
           REPEATS=1 MODE_TIMEOUT=400 BENCH_ARGS="--max-cudagraph-capture-size 2048" bash integration/gpu/session.sh bench \
           > "$R/bench-capture-$m-cg2048.log" 2>&1
       done; log "bench-capture done" ;;
-    bench-decode-gemma)   # decode at contexts 0 and 1K, batch 1/4/16: vosti vs stock default, Gemma-3-4B (#18 small-weight GEMMs)
-      env OUT="$R/bench-decode-gemma" MODEL=gemma3-4b BENCH_MODES="vosti default" CONTEXTS=0,1024 BATCHES=1,4,16 \
+    bench-decode-gemma)   # decode at contexts 0, 1K and 16K, batch 1/4/16: vosti vs stock default, Gemma-3-4B (#18, #20)
+      env OUT="$R/bench-decode-gemma" MODEL=gemma3-4b BENCH_MODES="vosti default" CONTEXTS=0,1024,16384 BATCHES=1,4,16 \
         DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench > "$R/bench-decode-gemma.log" 2>&1
       log "bench-decode-gemma done" ;;
     bench-step-budget)   # prefill/decode with engine steps of 2048 (vosti's default), 8192 and 16384 tokens (stock's), Llama-3.1-8B, batch 4 (#20)
