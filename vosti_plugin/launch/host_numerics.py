@@ -142,7 +142,7 @@ def _matmul_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
             continue
         seen.add(key)
 
-        def op(a, launch=matmul.launch_matmul, b=b):
+        def op(a, launch=matmul.launch_matmul, b=b, config=config):
             out = torch.empty(a.shape[0], b.shape[1], dtype=dtype, device=device)
             return launch(a, b, None, out, config)
 
