@@ -1,5 +1,5 @@
 """The prefill lever's kernel (vosti_plugin.integration.attention_lever: FOLD as the split path's combine,
-INTERIOR on fused launches, 64 or 128 rows) gives the shipped kernel's bits on chunked prefill (split and fused
+INTERIOR on fused launches, 64 or 128 rows; the FOLD launch in the split launch's tiles or in 16-row tiles) gives the shipped kernel's bits on chunked prefill (split and fused
 path) and decode, through the H200 timing script's own CPU smoke (Triton interpreter, fp32). A variant that
 drops the masks differs, so the comparison can fail."""
 import json
@@ -9,7 +9,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVER = ["lever: fold combine", "lever: fold combine, fused interior",
-         "lever: fold combine, fused interior, 128 rows, 8 warps"]
+         "lever: fold combine, fused interior, 128 rows, 8 warps", "lever: 16-row fold combine",
+         "lever: 16-row fold combine, fused 128 rows, 8 warps"]
 WRONG = "upper bound: no mask selects"
 
 

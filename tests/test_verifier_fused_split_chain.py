@@ -30,6 +30,7 @@ CONFIG = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV
           "USE_SOFT_CAP": False, "USE_WINDOW": True, "FUSED": True, "PROBE": True, "FOLD": False,
           "INTERIOR": False}
 ROWS_128 = {"BLOCK_Q": 32, "BLOCK_M": 128}
+ROWS_16 = {"BLOCK_Q": 4, "BLOCK_M": 16}   # a FOLD launch that folds one decode token's heads per program
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +98,7 @@ def test_probe_stores_equal_the_split_partials(variant, fused_rows):
     assert rep.status == "proved", rep.failure
 
 
-@pytest.mark.parametrize("fold_rows", [{}, ROWS_128])
+@pytest.mark.parametrize("fold_rows", [{}, ROWS_128, ROWS_16])
 def test_fused_output_equals_the_fold_of_what_it_stored(variant, fold_rows):
     rep = _check(variant, "fused_equals_fold", {}, {"PROBE": False, "FOLD": True, **fold_rows})
     assert rep.status == "proved", rep.failure

@@ -221,9 +221,10 @@ def _peeled_slots_edits(slots: int, body_edits: tuple = ()) -> list[tuple[str, s
             (_GRID, _GRID.replace("num_segments)", f"min(num_segments, {slots}))"))]
 
 
-def _lever_edits(interior_fused: bool) -> list[tuple[str, str]]:
-    """The prefill lever as proved (attention_lever): FOLD as the split path's combine, INTERIOR on fused launches."""
-    return lever.kernel_edits() + lever.fold_combine_launch_edits(open(SOURCE).read(), interior_fused)
+def _lever_edits(interior_fused: bool, fold_rows: int = 0) -> list[tuple[str, str]]:
+    """The prefill lever as proved (attention_lever): FOLD as the split path's combine (its launch in tiles of
+    `fold_rows` rows, or the split launch's), INTERIOR on fused launches."""
+    return lever.kernel_edits() + lever.fold_combine_launch_edits(open(SOURCE).read(), interior_fused, fold_rows)
 
 
 _NO_MASK_SELECTS = [("            scores = tl.where(allowed, scores, float(\"-inf\"))\n", ""),
@@ -264,6 +265,11 @@ VARIANTS: dict[str, tuple] = {
     "lever: fold combine": (_lever_edits(False), True),
     "lever: fold combine, fused interior": (_lever_edits(True), True),
     "lever: fold combine, fused interior, 128 rows, 8 warps": (_lever_edits(True), True, _M128),
+    # the lever as it would deploy: decode on the split path with a 16-row FOLD combine (one token's heads per
+    # program, as the combine kernel), prefill on the fused path in 128-row tiles (the split path keeps 64)
+    "lever: 16-row fold combine": (_lever_edits(False, 16), True),
+    "lever: 16-row fold combine, fused 128 rows, 8 warps": (_lever_edits(False, 16), True,
+                                                            {**_M128, "fused_only": True}),
     # tile height changes prefill bits on the H200 (session 19, Gemma-3-4B heads): decode-only candidates
     "tiles of 16 rows": ([], False, {"block_m": 16}),
     "tiles of 16 rows, 3 stages": ([], False, {"block_m": 16, "num_stages": 3}),
@@ -376,6 +382,8 @@ def main() -> int:
         for name, mod in mods.items():
             out = batch.empty_out()
             fields = dict(VARIANTS[name][2]) if len(VARIANTS[name]) > 2 else {}
+            if fields.pop("fused_only", False) and path != "fused":
+                fields = {}
             if "block_m" in fields:
                 fields["block_q"] = fields["block_m"] // cfg.group
             vcfg = dataclasses.replace(cfg, **fields)

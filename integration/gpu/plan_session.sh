@@ -140,10 +140,12 @@ for step in $STEPS; do
     attention-variants-gemma)   # Gemma-3-4B's window and global layers: decode latency variants, bits kept or not (#20)
       timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;one page load per tile + tile loop 3 stages;tiles of 16 rows;tiles of 16 rows, 3 stages;tiles of 32 rows;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
         --out "$R/attention-variants-gemma.json" > "$R/attention-variants-gemma.log" 2>&1; log "attention-variants-gemma rc=$?" ;;
-    attention-lever)   # the prefill lever as proved (attention_lever): FOLD combine's decode cost, fused 128-row interior prefill (#20)
-      timeout 300 python3 integration/gpu/attention_variants.py \
-        --variants "lever: fold combine;lever: fold combine, fused interior;lever: fold combine, fused interior, 128 rows, 8 warps;tiles of 128 rows, 8 warps, interior unmasked" \
-        --out "$R/attention-lever.json" > "$R/attention-lever.log" 2>&1; log "attention-lever rc=$?" ;;
+    attention-lever)   # the prefill lever as it would deploy (#20): decode split with a 16-row FOLD combine, prefill fused in 128-row tiles; Llama then Gemma heads
+      for g in llama31-8b gemma3-4b; do
+        timeout 300 python3 integration/gpu/attention_variants.py --geometry $g \
+          --variants "lever: fold combine;lever: 16-row fold combine;lever: 16-row fold combine, fused 128 rows, 8 warps;tiles of 128 rows, 8 warps" \
+          --out "$R/attention-lever-$g.json" > "$R/attention-lever-$g.log" 2>&1
+      done; log "attention-lever done" ;;
     bench-attn)   # prefill/decode after an attention change: vosti vs stock default at 1K/8K/16K, batch 4 (#20)
       env OUT="$R/bench-attn" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192,16384 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-attn.log" 2>&1; log "bench-attn done" ;;

@@ -91,14 +91,24 @@ _COMBINE_GUARD = "    if not fused:\n        guard.check(_combine_segments_kerne
 _RETURN = "    return out\n\n\ndef verifier_catalog"
 
 
-def fold_combine_launch_edits(source: str, interior_fused: bool = False) -> list[tuple[str, str]]:
+def fold_combine_launch_edits(source: str, interior_fused: bool = False, fold_rows: int = 0,
+                              fold_warps: int = 4) -> list[tuple[str, str]]:
     """The launcher with the split path's combine as a FOLD launch of the segments kernel (grid per query block
-    and KV head), PROBE off; with `interior_fused`, fused launches take INTERIOR."""
+    and KV head), PROBE off; with `interior_fused`, fused launches take INTERIOR. `fold_rows` > 0: the FOLD launch
+    takes tiles of that many rows (tokens = fold_rows // group, at least one; `fold_warps` warps) instead of the
+    split launch's, so a decode step folds one token's heads per program as the combine kernel does."""
     start = source.index("    _paged_attention_segments_kernel[grid](\n")
     end = source.index("        enable_fp_fusion=False,\n    )\n", start) + len("        enable_fp_fusion=False,\n    )\n")
     fold = (source[start:end].replace("[grid]", "[(grid[0], grid[1], 1)]")
             .replace(_MAIN_LAUNCH_FLAGS, "        FUSED=True,\n        PROBE=False,\n        FOLD=True,\n"
                                          "        INTERIOR=False,\n        DOT_PRECISION="))
+    if fold_rows:
+        fold_q = f"max(1, {fold_rows} // config.group)"
+        for old, new in (("[(grid[0], grid[1], 1)]", f"[(num_tokens // {fold_q} + num_seqs, grid[1], 1)]"),
+                         ("        BLOCK_Q=config.block_q,\n", f"        BLOCK_Q={fold_q},\n"),
+                         ("        BLOCK_M=config.block_m,\n", f"        BLOCK_M={fold_q} * config.group,\n"),
+                         ("        num_warps=config.num_warps,\n", f"        num_warps={fold_warps},\n")):
+            fold = apply(fold, [(old, new)], "the split launch")
     flags = ("        FUSED=fused,\n        PROBE=False,\n        FOLD=False,\n"
              f"        INTERIOR={'fused' if interior_fused else 'False'},\n        DOT_PRECISION=")
     return [(_MAIN_LAUNCH_FLAGS, flags),
