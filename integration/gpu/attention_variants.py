@@ -119,23 +119,24 @@ _COMBINE_LAUNCH_OLD = "        _combine_segments_kernel[(num_tokens, num_q_heads
 def _combine_heads_edits(heads: int, warps: int) -> tuple[list[tuple[str, str]], bool]:
     return ([(_COMBINE_LAUNCH_OLD, f"        _combine_heads_kernel[(num_tokens, triton.cdiv(num_q_heads, {heads}))](\n"),
              ("            SEGMENT=config.segment,\n            SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,\n"
-              "            USE_WINDOW=use_window,\n            num_warps=4,",
+              "            USE_WINDOW=use_window,\n            num_warps=1,",
               f"            HEADS={heads},\n            SEGMENT=config.segment,\n"
               f"            SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,\n            USE_WINDOW=use_window,\n"
               f"            num_warps={warps},"),
              ("\n\ndef num_kv_segments", _COMBINE_HEADS + "\n\ndef num_kv_segments")], True)
 
 
-_PAGE_LOAD = "            page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n"
-# a tile inside one page (PAGE_SIZE a multiple of BLOCK_N) needs one block-table entry, loaded as a scalar
-_PAGE_PER_TILE = (
+# the masked loop's page lookup: one block-table entry per tile when a tile lies inside one page, else one per key
+_PAGE_COMMENT = ("            # a tile inside one page (PAGE_SIZE a multiple of BLOCK_N) needs one block-table entry: the tile's\n"
+                 "            # first key is at or before last_pos, so the entry is one of the sequence's pages\n")
+_PAGE_LOAD = (
     "            if PAGE_SIZE % BLOCK_N == 0:\n"
     "                page = tl.load(block_table_row + (tile * BLOCK_N) // PAGE_SIZE).to(tl.int64)\n"
     "            else:\n"
     "                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n")
 _TILE_LOOP = "        for tile in range(whole_end, tile_end):\n"  # the masked tile loop
 _TILE_HEAD = (_TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-              "            key_valid = key_pos <= last_pos\n" + _PAGE_LOAD)
+              "            key_valid = key_pos <= last_pos\n" + _PAGE_COMMENT + _PAGE_LOAD)
 # the next tile's page ids are loaded one iteration ahead (a loop-carried integer tile)
 _PREFETCH_VECTOR = (
     "        first_keys = whole_end * BLOCK_N + tl.arange(0, BLOCK_N)\n"
@@ -182,7 +183,7 @@ def _slots_edits(slots: int) -> list[tuple[str, str]]:
             ("        FUSED=fused,\n        DOT_PRECISION=", f"        FUSED=fused,\n        SEG_SLOTS={slots},\n        DOT_PRECISION="),
             (_GRID, _GRID.replace("num_segments)", f"min(num_segments, {slots}))"))]
 _COMBINE_LOOP = "    for seg in range(lo // SEGMENT, pos // SEGMENT + 1):\n"
-_COMBINE_WARPS = "            num_warps=4,\n            num_stages=1,\n"
+_COMBINE_WARPS = "            num_warps=1,\n            num_stages=1,\n"
 
 
 def _tile_stages(n: int) -> list[tuple[str, str]]:
@@ -244,12 +245,10 @@ VARIANTS: dict[str, tuple] = {
     "tile loop 3 stages": (_tile_stages(3), True),
     "tile loop 4 stages": (_tile_stages(4), True),
     "tile loop 1 stage": (_tile_stages(1), True),
-    "combine w1": (_combine_edits(1, 1), True),
+    "combine w4": (_combine_edits(4, 1), True),
     "combine w1, loop 2 stages": (_combine_edits(1, 2), True),
     "combine w4, loop 3 stages": (_combine_edits(4, 3), True),
     "combine 8 heads w4": _combine_heads_edits(8, 4),
-    "one page load per tile": ([(_PAGE_LOAD, _PAGE_PER_TILE)], True),
-    "one page load per tile + tile loop 3 stages": ([(_PAGE_LOAD, _PAGE_PER_TILE)] + _tile_stages(3), True),
     "prefetch page ids": ([(_TILE_HEAD, _PREFETCH_VECTOR)], True),
     "prefetch one page id per tile": ([(_TILE_HEAD, _PREFETCH_SCALAR)], True),
     "segment slots 16": (_slots_edits(16), True),
@@ -257,8 +256,6 @@ VARIANTS: dict[str, tuple] = {
     "slots 32 + prefetch one page id": (_slots_edits(32) + [(_TILE_HEAD, _PREFETCH_SCALAR)], True),
     "peeled slots 16": (_peeled_slots_edits(16), True),
     "peeled slots 32": (_peeled_slots_edits(32), True),
-    "peeled slots 32 + one page load per tile": ([(_PAGE_LOAD, _PAGE_PER_TILE)] + _peeled_slots_edits(
-        32, body_edits=((_PAGE_LOAD, _PAGE_PER_TILE),)), True),
     "max_seq_len reduced per call": ([("    if max_seq_len is None:\n", "    if True:\n")], True),
     "tiles of 128 rows, 8 warps": ([], True, _M128),
     "tiles of 128 rows, 8 warps, 3 stages": ([], True, {**_M128, "num_stages": 3}),
@@ -284,7 +281,8 @@ VARIANTS: dict[str, tuple] = {
     "KV tiles of 128 (other bits)": ([], False, {"block_n": 128}),
     "tiles of 128 rows and 128 keys, 8 warps (other bits)": ([], False, {**_M128, "block_n": 128}),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
-    "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
+    "upper bound: identity pages": ([(_PAGE_COMMENT + _PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")],
+                                    False),
     "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
                                 False),
 }

@@ -138,7 +138,7 @@ for step in $STEPS; do
           --out "$R/attention-tile-height-$g.json" > "$R/attention-tile-height-$g.log" 2>&1
       done; log "attention-tile-height done" ;;
     attention-variants-gemma)   # Gemma-3-4B's window and global layers: decode latency variants, bits kept or not (#20)
-      timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;one page load per tile + tile loop 3 stages;tiles of 16 rows;tiles of 16 rows, 3 stages;tiles of 32 rows;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
+      timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;tiles of 16 rows;tiles of 16 rows, 3 stages;tiles of 32 rows;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
         --out "$R/attention-variants-gemma.json" > "$R/attention-variants-gemma.log" 2>&1; log "attention-variants-gemma rc=$?" ;;
     attention-lever)   # the prefill lever as it would deploy (#20): decode split with a 16-row FOLD combine, prefill fused in 128-row tiles; Llama then Gemma heads
       for g in llama31-8b gemma3-4b; do

@@ -295,7 +295,10 @@ def _paged_attention_segments_kernel(
                                    tile_end)
         for tile in range(tile_begin, whole_end):
             key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-            page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
+            if PAGE_SIZE % BLOCK_N == 0:
+                page = tl.load(block_table_row + (tile * BLOCK_N) // PAGE_SIZE).to(tl.int64)
+            else:
+                page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
             in_page = key_pos % PAGE_SIZE
             k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
             v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
@@ -306,7 +309,12 @@ def _paged_attention_segments_kernel(
         for tile in range(whole_end, tile_end):
             key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
             key_valid = key_pos <= last_pos
-            page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
+            # a tile inside one page (PAGE_SIZE a multiple of BLOCK_N) needs one block-table entry: the tile's
+            # first key is at or before last_pos, so the entry is one of the sequence's pages
+            if PAGE_SIZE % BLOCK_N == 0:
+                page = tl.load(block_table_row + (tile * BLOCK_N) // PAGE_SIZE).to(tl.int64)
+            else:
+                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
             in_page = key_pos % PAGE_SIZE
             k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
             v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
@@ -603,7 +611,7 @@ def paged_attention(
             SEGMENT=config.segment,
             SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,
             USE_WINDOW=use_window,
-            num_warps=4,
+            num_warps=1,
             num_stages=1,
             enable_fp_fusion=False,
         )
