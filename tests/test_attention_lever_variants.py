@@ -1,7 +1,7 @@
-"""The prefill lever's kernel (vosti_plugin.integration.attention_lever: FOLD as the split path's combine,
-INTERIOR on fused launches, 64 or 128 rows; the FOLD launch in the split launch's tiles or in 16-row tiles) gives the shipped kernel's bits on chunked prefill (split and fused
-path) and decode, through the H200 timing script's own CPU smoke (Triton interpreter, fp32). A variant that
-drops the masks differs, so the comparison can fail."""
+"""The prefill lever's kernel (vosti_plugin.integration.attention_lever: FOLD as the split path's combine, in
+the split launch's tiles or in 16-row tiles; INTERIOR on fused launches, 64 or 128 rows) gives the shipped
+kernel's bits on chunked prefill (split and fused path) and decode, through the H200 timing script's own CPU
+smoke (Triton interpreter, fp32). A variant that drops the masks differs, so the comparison can fail."""
 import json
 import subprocess
 import sys
