@@ -126,17 +126,11 @@ def _combine_heads_edits(heads: int, warps: int) -> tuple[list[tuple[str, str]],
              ("\n\ndef num_kv_segments", _COMBINE_HEADS + "\n\ndef num_kv_segments")], True)
 
 
-# the masked loop's page lookup: one block-table entry per tile when a tile lies inside one page, else one per key
-_PAGE_COMMENT = ("            # a tile inside one page (PAGE_SIZE a multiple of BLOCK_N) needs one block-table entry: the tile's\n"
-                 "            # first key is at or before last_pos, so the entry is one of the sequence's pages\n")
-_PAGE_LOAD = (
-    "            if PAGE_SIZE % BLOCK_N == 0:\n"
-    "                page = tl.load(block_table_row + (tile * BLOCK_N) // PAGE_SIZE).to(tl.int64)\n"
-    "            else:\n"
-    "                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n")
+# the masked loop's page lookup (one block-table entry per tile when a tile lies inside one page, else one per key)
+_PAGE_LOAD = "            page = _tile_pages(block_table_row, tile, key_pos, key_valid, PAGE_SIZE, BLOCK_N)\n"
 _TILE_LOOP = "        for tile in range(whole_end, tile_end):\n"  # the masked tile loop
 _TILE_HEAD = (_TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-              "            key_valid = key_pos <= last_pos\n" + _PAGE_COMMENT + _PAGE_LOAD)
+              "            key_valid = key_pos <= last_pos\n" + _PAGE_LOAD)
 # the next tile's page ids are loaded one iteration ahead (a loop-carried integer tile)
 _PREFETCH_VECTOR = (
     "        first_keys = whole_end * BLOCK_N + tl.arange(0, BLOCK_N)\n"
@@ -281,8 +275,7 @@ VARIANTS: dict[str, tuple] = {
     "KV tiles of 128 (other bits)": ([], False, {"block_n": 128}),
     "tiles of 128 rows and 128 keys, 8 warps (other bits)": ([], False, {**_M128, "block_n": 128}),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
-    "upper bound: identity pages": ([(_PAGE_COMMENT + _PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")],
-                                    False),
+    "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
     "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
                                 False),
 }
