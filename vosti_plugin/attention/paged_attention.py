@@ -129,18 +129,6 @@ def _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP: tl.constexpr, DOT_PRECISIO
 
 
 @triton.jit
-def _tile_pages(block_table_row, tile, key_pos, key_valid, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr):
-    """The page of each key of a KV tile. A tile inside one page (PAGE_SIZE a multiple of BLOCK_N) needs one
-    block-table entry; the tile's first key is at or before the block's last row, so it is one of the sequence's
-    pages. Otherwise one entry per key, masked to the keys at or before the last row."""
-    if PAGE_SIZE % BLOCK_N == 0:
-        page = tl.load(block_table_row + (tile * BLOCK_N) // PAGE_SIZE)
-    else:
-        page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0)
-    return page.to(tl.int64)
-
-
-@triton.jit
 def _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION: tl.constexpr):
     """(m, l, acc) after one tile of scores and values; a row whose scores are all -inf keeps m = -inf, p = 0."""
     m_new = tl.maximum(m_i, tl.max(scores, axis=1))
@@ -307,7 +295,7 @@ def _paged_attention_segments_kernel(
                                    tile_end)
         for tile in range(tile_begin, whole_end):
             key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-            page = _tile_pages(block_table_row, tile, key_pos, key_pos <= last_pos, PAGE_SIZE, BLOCK_N)
+            page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
             in_page = key_pos % PAGE_SIZE
             k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
             v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
@@ -318,7 +306,7 @@ def _paged_attention_segments_kernel(
         for tile in range(whole_end, tile_end):
             key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
             key_valid = key_pos <= last_pos
-            page = _tile_pages(block_table_row, tile, key_pos, key_valid, PAGE_SIZE, BLOCK_N)
+            page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
             in_page = key_pos % PAGE_SIZE
             k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
             v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
