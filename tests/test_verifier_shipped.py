@@ -160,6 +160,28 @@ def test_cold_catalog_time_is_reported(tmp_path):
     assert numbers["groups"] >= 1 and numbers["cold_seconds"] > 0 and numbers["cached_all"]
 
 
+def test_bench_sample_times_each_group_without_the_cache(tmp_path):
+    """`--sample N` proves the first N groups of a kernel one by one and prints each one's seconds; it neither
+    reads nor writes proofs (an empty cache directory gets none), so the time is a cold proof's."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "vosti_plugin.verifier.bench", "--kernel", "mean_kernel", "--sample", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parent.parent,
+                          env={**os.environ, "VOSTI_CACHE_DIR": str(cache)})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("mean_kernel")]
+    assert len(lines) == 1 and ": proved," in lines[0] and lines[0].endswith(" s"), proc.stdout
+    assert not [p for p in cache.rglob("*.json") if p.name != "fingerprint-memo.json"]
+    bad = subprocess.run([sys.executable, "-m", "vosti_plugin.verifier.bench", "--kernel", "no_such_kernel", "--sample", "1"],
+                         capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parent.parent)
+    assert bad.returncode == 2 and "no catalog kernel matches" in bad.stderr
+
+
 def test_kv_write_store_without_head_mask_is_rejected_for_some_catalog_block():
     """BLOCK_H is symbolic (one proof for every catalog value): dropping the head mask of the K store lets
     lanes past num_kv_heads write outside the token's slot, and the write frame names it."""
