@@ -11,8 +11,8 @@
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which),
-# attention-variants-gemma (the same on Gemma-3-4B's window and global layers), attention-tile-height (output
-# digests of tile heights 16/64 with and without row sums by dot), bench-attn, bench-long
+# attention-variants-gemma (the same on Gemma-3-4B's window and global layers), attention-tile-height (decode in
+# 16- and 32-row tiles on 1, 2 or 4 warps against the shipped bits; ATTN_VARIANTS: others), bench-attn, bench-long
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
 # prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), decode-parts (#20: a decode
@@ -132,9 +132,9 @@ for step in $STEPS; do
       timeout 300 python3 integration/gpu/attention_variants.py ${PREV_ATTENTION:+--previous "$PREV_ATTENTION"} \
         ${ATTN_VARIANTS:+--variants "$ATTN_VARIANTS"} \
         --out "$R/attention-variants.json" > "$R/attention-variants.log" 2>&1; log "attention-variants rc=$?" ;;
-    attention-tile-height)   # why tile height changes prefill bits (#20): row sums by dot at 16 and 64 rows, Gemma then Llama heads
+    attention-tile-height)   # decode in 16-row tiles with the shipped bits? (#20) warps per row as in 64-row tiles; Gemma then Llama heads
       for g in gemma3-4b llama31-8b; do
-        timeout 300 python3 integration/gpu/attention_variants.py --geometry $g --variants "tiles of 16 rows;tiles of 32 rows;row sums by dot (other bits);row sums by dot, tiles of 16 rows (other bits)" \
+        timeout 300 python3 integration/gpu/attention_variants.py --geometry $g --variants "${ATTN_VARIANTS:-tiles of 16 rows;tiles of 16 rows, 1 warp;tiles of 16 rows, 2 warps;tiles of 32 rows, 2 warps}" \
           --out "$R/attention-tile-height-$g.json" > "$R/attention-tile-height-$g.log" 2>&1
       done; log "attention-tile-height done" ;;
     attention-variants-gemma)   # Gemma-3-4B's window and global layers: decode latency variants, bits kept or not (#20)
