@@ -41,6 +41,9 @@ DEVICE = "cuda"
 # name: (loads, GROUP_M, BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); BLOCK_N 256 only without a split
 VARIANTS = {
     "tma g8 128x128x64 s4": ("tma", 8, 128, 128, 64, 8, 4),
+    # 3 stages: 96 KB of tiles, so two CTAs fit on an SM (Gemma's K of 2048-2560 is only 32-40 K steps per tile)
+    "tma g8 128x128x64 s3": ("tma", 8, 128, 128, 64, 8, 3),
+    "nested g8 128x128x64 s3": ("tma-nested", 8, 128, 128, 64, 8, 3),
     "tma g8 128x128x64 s5": ("tma", 8, 128, 128, 64, 8, 5),
     "tma g16 128x128x64 s4": ("tma", 16, 128, 128, 64, 8, 4),
     "tma g4 128x128x64 s4": ("tma", 4, 128, 128, 64, 8, 4),
