@@ -272,8 +272,8 @@ VARIANTS: dict[str, tuple] = {
     "tiles of 16 rows": ([], False, {"block_m": 16}),
     "tiles of 16 rows, 3 stages": ([], False, {"block_m": 16, "num_stages": 3}),
     "tiles of 32 rows": ([], False, {"block_m": 32}),
-    # a 64-row tile on 4 warps gives each warp 16 whole rows (8 on Gemma's 8 warps, its keys split over two warps);
-    # do 16-row tiles on as many warps per row keep the row sum's reduction tree, and so the bits?
+    # a 64-row tile on 4 warps holds 16 rows per warp (Gemma's 8 warps: 8, or 16 with a row's keys on two warps);
+    # do smaller tiles on 1 or 2 warps keep the row sum's reduction tree, and so the bits?
     "tiles of 16 rows, 1 warp": ([], False, {"block_m": 16, "num_warps": 1}),
     "tiles of 16 rows, 2 warps": ([], False, {"block_m": 16, "num_warps": 2}),
     "tiles of 32 rows, 2 warps": ([], False, {"block_m": 32, "num_warps": 2}),
