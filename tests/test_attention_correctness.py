@@ -43,7 +43,7 @@ request_shapes = st.lists(
 @given(
     shapes=request_shapes,
     queries_per_kv=st.sampled_from([1, 2, 4]),
-    page_size=st.sampled_from([2, 4, 8, 16]),  # 2: pages smaller than a KV tile (one block-table entry per key)
+    page_size=st.sampled_from([2, 4, 8, 16]),  # 2: pages smaller than a KV tile
     window=st.one_of(st.none(), st.integers(1, 30)),
     soft_cap=st.one_of(st.none(), st.floats(0.5, 10.0)),
     path=st.sampled_from(["split", "fused"]),
