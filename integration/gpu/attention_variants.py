@@ -239,6 +239,15 @@ _ROW_SUM_BY_DOT = [("    l_new = l_i * alpha + tl.sum(p, axis=1)\n",
                     "    l_new = l_i * alpha + tl.max(tl.dot(p.to(v.dtype), ones, input_precision=DOT_PRECISION), "
                     "axis=1)\n")]
 
+_WHOLE_LOOP = "        for tile in range(tile_begin, whole_end):\n"  # the unmasked loop (tiles every row sees whole)
+_LAUNCH_NO_FMA = "        enable_fp_fusion=False,\n    )\n    if not fused:\n"
+
+
+def _whole_loop(**options) -> list[tuple[str, str]]:
+    args = "".join(f", {k}={v}" for k, v in options.items())
+    return [(_WHOLE_LOOP, f"        for tile in tl.range(tile_begin, whole_end{args}):\n")]
+
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -286,6 +295,11 @@ VARIANTS: dict[str, tuple] = {
     "segments of 128 (other bits)": ([], False, {"segment": 128}),
     "KV tiles of 128 (other bits)": ([], False, {"block_n": 128}),
     "tiles of 128 rows and 128 keys, 8 warps (other bits)": ([], False, {**_M128, "block_n": 128}),
+    # prefill: what the unmasked loop's schedule and the contraction ban cost
+    "whole loop warp-specialized": (_whole_loop(warp_specialize=True), True),
+    "whole loop 3 stages": (_whole_loop(num_stages=3), True),
+    "whole loop 3 stages, 128 rows, 8 warps, fused": (_whole_loop(num_stages=3), True, {**_M128, "fused_only": True}),
+    "fp fusion on (other bits)": ([(_LAUNCH_NO_FMA, _LAUNCH_NO_FMA.replace("False", "True"))], False),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
     "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
     "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
@@ -405,6 +419,10 @@ def main() -> int:
             except triton.runtime.errors.OutOfResources as e:
                 row[name] = {"ms": None, "does_not_fit": str(e)[:120], "keeps_bits": VARIANTS[name][1]}
                 print(f"{case:28s} {name:26s} does not fit: {e}", flush=True)
+                continue
+            except (triton.CompilationError, RuntimeError) as e:   # a schedule option this Triton cannot lower
+                row[name] = {"ms": None, "does_not_compile": str(e)[-200:], "keeps_bits": VARIANTS[name][1]}
+                print(f"{case:28s} {name:26s} does not compile: {str(e)[-200:]}", flush=True)
                 continue
             if smoke:
                 ms = float("nan")
