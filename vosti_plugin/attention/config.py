@@ -9,6 +9,8 @@ enumerate them all.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 
 import torch
@@ -111,6 +113,35 @@ def _config_for(key: GeometryKey) -> AttentionLaunchConfig:
         num_stages=2,
         queries_per_kv=key.queries_per_kv,
     )
+
+
+# Decode-only steps (every query length 1) may run the split path in shorter row tiles: a decode program holds
+# one token's `group` rows, so a 64-row tile is mostly padding rows. The verifier proves a row's segment partials
+# equal across the two tile heights (goal `causal_segment_partials across`); whether the GPU's row sums reduce in
+# the same order in both shapes is a platform fact, checked at startup (launch.host_numerics). Off until the H200
+# has shown it: VOSTI_DECODE_TILE_ROWS=16 turns it on.
+DECODE_TILE_ROWS: tuple[int, ...] = (16,)
+
+
+def decode_tile_rows() -> int:
+    """Rows per decode tile from VOSTI_DECODE_TILE_ROWS (0: decode runs the prefill tiles)."""
+    raw = os.environ.get("VOSTI_DECODE_TILE_ROWS", "").strip()
+    if raw in ("", "0"):
+        return 0
+    if not raw.isdigit() or int(raw) not in DECODE_TILE_ROWS:
+        raise ValueError(f"VOSTI_DECODE_TILE_ROWS={raw!r}: decode tiles of {' or '.join(map(str, DECODE_TILE_ROWS))} "
+                         f"rows are proved (or 0 for the prefill tiles)")
+    return int(raw)
+
+
+def decode_config(config: AttentionLaunchConfig, rows: int) -> AttentionLaunchConfig:
+    """The decode launch of a config in tiles of `rows` rows (at least one token's group), each warp holding as
+    many rows as in the config's own tiles; the config itself when that is no shorter."""
+    block_m = max(rows, config.group)
+    if rows < 1 or block_m >= config.block_m:
+        return config
+    return dataclasses.replace(config, block_m=block_m, block_q=block_m // config.group,
+                               num_warps=max(1, config.num_warps * block_m // config.block_m))
 
 
 def _catalog() -> tuple[tuple[GeometryKey, AttentionLaunchConfig], ...]:

@@ -149,7 +149,7 @@ def _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION: tl.constexpr):
              post=("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",),
              witness={S: {**{k: v.format(S=S, s=s, r=r, h="e1") for k, v in _WRITER.items()}, "pid2": "0"}
                       for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}),
-        goal("causal_segment_partials", when="not FUSED", same=_SAME_ROW,
+        goal("causal_segment_partials", when="not FUSED", same=_SAME_ROW, across=("BLOCK_Q", "BLOCK_M"),
              pre=_ROW_PRE + ("p // SEGMENT < L.num_segments", "p // SEGMENT < R.num_segments",
                              "L.q_ptr[x, :, :] == R.q_ptr[y, :, :]") + _KV_EQUAL,
              post=_SEGMENT_PARTIALS_EQUAL,
@@ -617,21 +617,36 @@ def verifier_catalog() -> list[dict]:
 
     from vosti_plugin.attention import config as cfgmod
 
-    configs: list[tuple[dict, dict]] = []
-    for key, cfg in cfgmod.CATALOG:
-        base = {"HEAD_DIM": key.head_dim, "HEAD_DIM_PAD": next_power_of_two(key.head_dim),
+    def constexprs(key, cfg) -> dict:
+        return {"HEAD_DIM": key.head_dim, "HEAD_DIM_PAD": next_power_of_two(key.head_dim),
                 "PAGE_SIZE": key.page_size, "QUERIES_PER_KV": cfg.queries_per_kv, "GROUP": cfg.group,
                 "BLOCK_Q": cfg.block_q, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "SEGMENT": cfg.segment,
                 "SEQ_SCAN_CHUNK": _SEQ_SCAN_CHUNK,
                 "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32"}
+
+    configs: list[tuple[dict, dict]] = []
+    decode: list[tuple[dict, dict]] = []
+    cross_seen: dict[str, tuple[dict, dict, dict]] = {}   # (decode launch, the prefill launch its rows equal, decode config)
+    for key, cfg in cfgmod.CATALOG:
+        base = constexprs(key, cfg)
         fam = dataclasses.asdict(cfg)
+        decode_cfgs = {d for d in (cfgmod.decode_config(cfg, rows) for rows in cfgmod.DECODE_TILE_ROWS) if d != cfg}
         for soft_cap in (False, True):
             for window in (False, True):
-                configs.append(({**base, "USE_SOFT_CAP": soft_cap, "USE_WINDOW": window, "FUSED": True}, fam))
-    split = [({**c, "FUSED": False}, fam) for c, fam in configs]
+                flags = {"USE_SOFT_CAP": soft_cap, "USE_WINDOW": window}
+                configs.append(({**base, **flags, "FUSED": True}, fam))
+                for d in sorted(decode_cfgs, key=lambda d: d.block_m):
+                    left = {**constexprs(key, d), **flags, "FUSED": False}
+                    decode.append((left, dataclasses.asdict(d)))
+                    pair = (left, {**base, **flags, "FUSED": False}, dataclasses.asdict(d))
+                    cross_seen.setdefault(repr(pair), pair)   # fp16 and bf16 launch the same constexprs
+    split = [({**c, "FUSED": False}, fam) for c, fam in configs] + decode
     comb: dict[str, tuple[dict, dict]] = {}
-    for c, fam in configs:
+    for c, fam in configs + decode:
         cc = ({n: c[n] for n in ("HEAD_DIM", "HEAD_DIM_PAD", "SEGMENT", "SEQ_SCAN_CHUNK", "USE_WINDOW")}, fam)
         comb.setdefault(repr(cc), cc)
-    return [{"family": "paged_attention", "kernel": _paged_attention_segments_kernel, "configs": configs + split},
+    # A decode config's rows are proved equal to the prefill config's rows of any launch (`across`); two decode
+    # launches then agree through a prefill launch of the same row, so the decode configs need no goal of their own.
+    return [{"family": "paged_attention", "kernel": _paged_attention_segments_kernel, "configs": configs + split,
+             "cross": list(cross_seen.values()), "cross_only": True},
             {"family": "paged_attention", "kernel": _combine_segments_kernel, "configs": list(comb.values())}]

@@ -116,6 +116,9 @@ _TALL_PROBE_ROWS = 384
 _TALL_PROBE = "/tall vs decode"
 TALL_FIX = ("set VOSTI_TALL_GEMM=0: prefill GEMMs then run the decode tiles, whose rows are lane-invariant here "
             "(slower prefill, the same guarantee); and report this GPU, driver and Triton version")
+_DECODE_TILES_PROBE = "paged_attention/decode-tiles"
+DECODE_TILES_FIX = ("unset VOSTI_DECODE_TILE_ROWS: decode steps then run the prefill tiles (slower decode attention, "
+                    "the same guarantee); and report this GPU, driver and Triton version")
 
 
 def _narrow_n(n: int, block_n: int) -> int:
@@ -184,7 +187,7 @@ def _dense_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
 
 
 def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
-    from vosti_plugin.attention.config import select_config
+    from vosti_plugin.attention.config import decode_config, decode_tile_rows, select_config
     from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
 
     config = select_config(f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, dtype)
@@ -212,6 +215,18 @@ def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
         if not _same(alone[-1:], mixed[3]):
             bad.append("last prefill row vs the same position decoded")
         probes.append(ProbeResult(f"paged_attention/{path}", tuple(bad)))
+    decode = decode_config(config, decode_tile_rows())
+    if decode != config:   # decode-only steps run their own tiles: each decoded row against its prefill row
+        rows = 2 * config.block_q + 3
+        prefill = dataclasses.replace(target, queries=request(kv_len, rows, 403).queries)
+        prefilled = run_paged_batch(build_paged_batch([prefill], page_size=f.page_size, seed=6, fused_kv=True),
+                                    config, path="split", **kwargs)[0]
+        decoded_rows = run_paged_batch(build_paged_batch([prefill.chunk(i, i + 1) for i in range(rows)],
+                                                         page_size=f.page_size, seed=7, fused_kv=True),
+                                       decode, path="split", **kwargs)
+        probes.append(ProbeResult(_DECODE_TILES_PROBE, () if _same(prefilled, torch.cat(decoded_rows)) else
+                                  (f"prefill rows in {config.block_m}-row tiles vs the same positions decoded in "
+                                   f"{decode.block_m}-row tiles",)))
     if f.sliding_window:
         window = min(f.sliding_window, config.block_n + 1)
         alone = run_paged_batch(build_paged_batch([target], page_size=f.page_size, seed=4), config,
@@ -270,6 +285,8 @@ def failure_of(result: HostNumericsResult):
     failed = [p for p in result.probes if not p.ok]
     if failed and all(_TALL_PROBE in p.name for p in failed):
         return Failure(OBLIGATION, describe_failure(result), TALL_FIX)
+    if failed and all(p.name == _DECODE_TILES_PROBE for p in failed):
+        return Failure(OBLIGATION, describe_failure(result), DECODE_TILES_FIX)
     return Failure(OBLIGATION, describe_failure(result), FIX.get(result.device, FIX["cuda"]))
 
 

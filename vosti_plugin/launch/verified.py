@@ -27,13 +27,17 @@ def linear_shapes(f: LaunchFacts) -> dict[str, tuple[int, int]]:
 
 
 def kernel_configs_for(f: LaunchFacts) -> dict:
+    from vosti_plugin.attention.config import decode_config, decode_tile_rows
     from vosti_plugin.attention.config import select_config as attention_config
     from vosti_plugin.ops.matmul import TALL_MIN_ROWS, tall_config, tall_path_on, tma_config, tma_path_on
     from vosti_plugin.ops.matmul import select_config as matmul_config
 
     dtype = getattr(torch, f.dtype)
-    configs = {"paged_attention": dataclasses.asdict(attention_config(
-        f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, dtype))}
+    attention = attention_config(f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, dtype)
+    configs = {"paged_attention": dataclasses.asdict(attention)}
+    decode = decode_config(attention, decode_tile_rows())
+    if decode != attention:
+        configs["paged_attention/decode"] = dataclasses.asdict(decode)
     for name, (n, k) in linear_shapes(f).items():
         if n and k:
             config = matmul_config(n, k, dtype)

@@ -321,9 +321,12 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
                          for cfg, _fam in entry["configs"]]
             continue
         shash = _source_hash(kern, spec)
+        cross_only = {json.dumps(left, sort_keys=True, default=str) for left, _r, _f in entry.get("cross", ())} \
+            if entry.get("cross_only") else set()
         for gi, g in enumerate(spec.verif):
             for key, members in _groups(entry, k, spec):
-                members = [(c, f) for c, f in members if g.applies(c)]
+                members = [(c, f) for c, f in members if g.applies(c)
+                           and not (g.across and json.dumps(c, sort_keys=True, default=str) in cross_only)]
                 if not members:
                     continue
                 if wanted is not None and entry["family"] in wanted and not any(
@@ -345,19 +348,29 @@ def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, 
                   wanted: Wanted | None) -> list[Group]:
     """The goal proved across the entry's `cross` pairs: (left config, right config, left's launch-config
     fields), two tile shapes of this kernel that one deployment runs for the same rows. The row is the left
-    config's, under the goal's name + " across"; so the left config counts as proved only with it."""
-    out = []
+    config's, under the goal's name + " across"; so the left config counts as proved only with it. Pairs whose
+    non-symbolic constexprs agree on each side are one group, one proof over their symbolic values."""
+    sym = set(spec.symbolic)
+    by_key: dict[str, tuple[dict, dict, list]] = {}
     for left, right, fam in entry.get("cross", ()):
         if not g.applies(left):
             continue
         if wanted is not None and entry["family"] in wanted and tuple(sorted(fam.items())) not in wanted[entry["family"]]:
             continue
-        symbolic = {n: left[n] for n in spec.symbolic if n in left}
-        domain = [symbolic] if symbolic else []
-        ck = hashlib.sha256(json.dumps([shash, g.name, "across", left, right, domain], sort_keys=True,
+        concrete = [{n: v for n, v in sorted(c.items()) if n not in sym} for c in (left, right)]
+        gk = json.dumps(concrete, sort_keys=True, default=str)
+        by_key.setdefault(gk, (concrete[0], right, []))[2].append((left, fam))
+    out = []
+    for key, right, members in by_key.values():
+        distinct = {json.dumps(d, sort_keys=True): d for d in
+                    ({n: c[n] for n in spec.symbolic if n in c} for c, _ in members) if d}
+        domain = [distinct[k] for k in sorted(distinct)]
+        first = members[0][0]
+        right = {**right, **{n: first[n] for n in spec.symbolic if n in first}}
+        ck = hashlib.sha256(json.dumps([shash, g.name, "across", key, right, domain], sort_keys=True,
                                        default=str).encode()).hexdigest()[:32]
-        out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", [(left, fam)], src, ck,
-                         (ei, gi, left, domain, left, right)))
+        out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", members, src, ck,
+                         (ei, gi, key, domain, first, right)))
     return out
 
 

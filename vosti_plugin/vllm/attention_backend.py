@@ -4,7 +4,9 @@ vLLM finds them at the public class path `vosti_plugin.attention.backend.VostiAt
 (vosti_plugin.selection.BACKEND_PATH), which is this module under a second name.
 
 One kernel path serves prefill, chunked prefill and decode; the launch config comes from the model
-geometry alone (see vosti_plugin.attention.config.select_config), never from the batch.
+geometry alone (see vosti_plugin.attention.config.select_config). With VOSTI_DECODE_TILE_ROWS set, a step whose
+every query has length 1 runs the geometry's decode config instead, whose rows the verifier proves equal to the
+prefill config's (config.decode_config).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
 ensure_interpreter_without_gpu()
 
-from vosti_plugin.attention.config import select_config  # noqa: E402
+from vosti_plugin.attention.config import decode_config, decode_tile_rows, select_config  # noqa: E402
 from vosti_plugin.attention.kv_write import write_kv  # noqa: E402
 from vosti_plugin.attention.paged_attention import (  # noqa: E402
     num_kv_segments,
@@ -312,10 +314,13 @@ class VostiAttentionImpl(_AttentionImpl):
             max_num_seqs=vllm_config.scheduler_config.max_num_seqs, max_num_tokens=self.max_num_tokens,
             decode_query_len=1 + (getattr(spec, "num_speculative_tokens", 0) or 0 if spec is not None else 0))
         self._capacity = 0
+        self._decode_rows = decode_tile_rows()
+        self._decode_config = None
 
     def _launch_config(self, page_size: int, dtype: torch.dtype, device: torch.device):
         if self._config is None:
             self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
+            self._decode_config = decode_config(self._config, self._decode_rows)
             self._path, self._capacity = deployment_path(
                 max_num_tokens=self.max_num_tokens, max_graph_tokens=self.max_graph_tokens,
                 max_model_len=self.max_model_len, page_size=page_size, segment=self._config.segment,
@@ -390,6 +395,8 @@ class VostiAttentionImpl(_AttentionImpl):
         out = output[:n].view(n, self.num_heads, self.head_size)
         page_size = kv_cache.shape[2]
         config = self._launch_config(page_size, query.dtype, query.device)
+        if self._path == "split" and attn_metadata.max_query_len == 1:
+            config = self._decode_config   # a decode-only step (CUDA graphs capture only these)
         workspace = None
         capacity = self._capacity
         bound = self._grid_bound(attn_metadata, query)

@@ -1,0 +1,189 @@
+"""Decode-only steps in shorter row tiles (VOSTI_DECODE_TILE_ROWS): the rule, the catalog's cross proofs, the
+startup probe, and the step choice inside real vLLM (CPU).
+
+A decode program holds one token's rows, so most of a 64-row tile is padding; the decode config keeps each warp's
+rows and shortens the tile. The verifier proves a decode row's segment partials equal to the prefill config's
+(`causal_segment_partials across`); whether the GPU's row sums reduce in the same order in both tile shapes is a
+platform fact the `host-numerics` probe checks at startup."""
+import gc
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from vosti_plugin.attention import backend as vosti_backend
+from vosti_plugin.attention import config as cfgmod
+from vosti_plugin.attention.config import decode_config, decode_tile_rows, select_config
+from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch, random_request, run_paged_batch
+
+
+@pytest.mark.parametrize("head_dim, q_heads, kv_heads, dtype, want", [
+    (128, 32, 8, torch.bfloat16, (16, 4, 1)),     # Llama-3.1-8B: 64 rows on 4 warps -> 16 rows on 1
+    (256, 8, 4, torch.bfloat16, (16, 8, 2)),      # Gemma-3-4B: 64 rows on 8 warps -> 16 rows on 2
+    (64, 14, 2, torch.float16, (16, 2, 1)),       # Qwen2.5-0.5B: 7 queries per KV head, a group of 8
+    (128, 32, 1, torch.bfloat16, (32, 1, 2)),     # a group of 32: one token is 32 rows
+    (128, 64, 1, torch.bfloat16, None),           # a group of 64 fills the 64-row tile: no decode config
+    (32, 4, 2, torch.float32, (16, 8, 2)),        # the CPU interpreter's 32-row tiles
+])
+def test_decode_config_keeps_each_warps_rows(head_dim, q_heads, kv_heads, dtype, want):
+    config = select_config(head_dim, q_heads, kv_heads, 64, dtype)
+    decode = decode_config(config, 16)
+    if want is None:
+        assert decode == config
+        return
+    assert (decode.block_m, decode.block_q, decode.num_warps) == want
+    assert decode.block_m // decode.num_warps == config.block_m // config.num_warps
+    assert (decode.block_n, decode.segment, decode.group, decode.queries_per_kv) == \
+        (config.block_n, config.segment, config.group, config.queries_per_kv)
+    assert decode_config(config, 0) == config
+
+
+def test_the_switch_is_off_by_default_and_names_what_it_takes(monkeypatch):
+    monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
+    assert decode_tile_rows() == 0
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
+    assert decode_tile_rows() == 16
+    for bad in ("8", "sixteen", "-16"):
+        monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", bad)
+        with pytest.raises(ValueError, match="decode tiles of 16 rows are proved"):
+            decode_tile_rows()
+
+
+def test_decoded_rows_in_decode_tiles_equal_the_prefill_rows():
+    """Kernel level, split path: a chunk's rows in the prefill tiles and each of its positions decoded in a batch
+    of decodes in 16-row tiles (the interpreter's sums are order-fixed, so this checks the launch, not the GPU)."""
+    config = select_config(32, 8, 2, 16, torch.float32)
+    decode = decode_config(config, 16)
+    assert decode.block_m < config.block_m
+    req = random_request(600, 20, 8, 2, 32, seed=5)
+    prefilled = run_paged_batch(build_paged_batch([req], page_size=16, seed=1), config, scale=32 ** -0.5)[0]
+    decoded = run_paged_batch(build_paged_batch([req.chunk(i, i + 1) for i in range(req.q_len)], page_size=16,
+                                                seed=2, padding_rows=3), decode, scale=32 ** -0.5)
+    assert bitwise_equal(prefilled, torch.cat(decoded))
+
+
+def test_catalog_proves_decode_configs_only_across_and_groups_them():
+    from vosti_plugin.verifier.api import catalog_entries, catalog_plan
+
+    groups, _ = catalog_plan("_paged_attention_segments_kernel")
+    across = [g for g in groups if g.goal == "causal_segment_partials across"]
+    own = [g for g in groups if not g.goal.endswith("across")]
+    entry = next(e for e in catalog_entries() if e["kernel"].fn.__name__ == "_paged_attention_segments_kernel")
+    decode_rows = {json.dumps(left, sort_keys=True) for left, _right, _fam in entry["cross"]}
+    assert decode_rows and all(left["BLOCK_M"] < right["BLOCK_M"] for left, right, _ in entry["cross"])
+    # every decode launch of the catalog is proved, across, in one group per tile shape (not one per geometry)
+    assert sum(len(g.members) for g in across) == len(decode_rows)
+    assert len(across) == len({(g.task[2]["GROUP"], g.task[2]["BLOCK_M"], g.task[2]["DOT_PRECISION"]) for g in across})
+    assert len(across) <= 12
+    assert not any(json.dumps(c, sort_keys=True) in decode_rows for g in own for c, _f in g.members)
+
+
+def test_a_cross_group_over_its_domain_is_proved():
+    """One grouped cross proof (Llama-like group of 4, 16-bit tiles): every member geometry in one Z3 run."""
+    from vosti_plugin.verifier.api import _run_group, catalog_plan
+
+    groups, _ = catalog_plan("_paged_attention_segments_kernel")
+    group = next(g for g in groups if g.goal.endswith("across") and g.task[2]["GROUP"] == 4
+                 and g.task[2]["DOT_PRECISION"] == "tf32")
+    assert len(group.members) > 100 and group.task[5]["BLOCK_M"] == 64 and group.task[2]["BLOCK_M"] == 16
+    out = _run_group(group.task)
+    print(f"{group.goal} over {len(group.members)} configs: {out['status']} in {out['seconds']:.1f} s")
+    assert out["status"] == "proved", out["message"]
+
+
+def _tile_height_dependent_dot(original, rows: int):
+    def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        out = original(self, a, b, d, input_precision, max_num_imprecise_acc)
+        if out.data.ndim == 2 and out.data.shape[0] >= rows:
+            out.data[...] = np.nextafter(out.data, np.inf, dtype=out.data.dtype)
+        return out
+
+    return dot
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch):
+    from triton.runtime import interpreter
+
+    from vosti_plugin.launch import host_numerics
+    from tests.test_host_numerics import tiny_facts
+
+    facts = tiny_facts()
+    monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
+    host_numerics.clear_cache()
+    try:
+        off = host_numerics.run_self_test(facts)
+        assert "paged_attention/decode-tiles" not in {p.name for p in off.probes}
+        monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
+        on = host_numerics.run_self_test(facts)
+        assert on.ok and "paged_attention/decode-tiles" in {p.name for p in on.probes}, \
+            host_numerics.describe_failure(on)
+
+        prefill_rows = select_config(facts.head_size, facts.num_q_heads, facts.num_kv_heads, facts.page_size,
+                                     torch.float32).block_m
+        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
+                            _tile_height_dependent_dot(interpreter.InterpreterBuilder.create_dot, prefill_rows))
+        host_numerics.clear_cache()
+        broken = host_numerics.run_self_test(facts)
+        print(host_numerics.describe_failure(broken))
+        assert {p.name for p in broken.probes if not p.ok} == {"paged_attention/decode-tiles"}
+        assert "unset VOSTI_DECODE_TILE_ROWS" in host_numerics.failure_of(broken).fix
+    finally:
+        host_numerics.clear_cache()
+
+
+def test_launch_check_wants_the_decode_config_only_when_on(monkeypatch):
+    from vosti_plugin.launch.verified import kernel_configs_for, wanted_configs
+    from tests.test_host_numerics import tiny_facts
+
+    facts = tiny_facts()
+    monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
+    assert "paged_attention/decode" not in kernel_configs_for(facts)
+    assert len(wanted_configs(facts)["paged_attention"]) == 1
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
+    decode = kernel_configs_for(facts)["paged_attention/decode"]
+    assert decode["block_m"] == 16
+    assert len(wanted_configs(facts)["paged_attention"]) == 2
+
+
+PROMPTS = ([(i * 37 + 11) % 500 + 3 for i in range(61)], [(i * 53 + 5) % 500 + 3 for i in range(45)],
+           [(i * 29 + 7) % 500 + 3 for i in range(9)])
+
+
+@pytest.mark.vllm
+def test_decode_steps_run_decode_tiles_inside_vllm_and_keep_the_logits(tiny_model_path, monkeypatch):
+    """Real vLLM (CPU), split path, VOSTI_DECODE_TILE_ROWS=16: prefill and mixed steps launch the prefill tiles,
+    decode-only steps the 16-row tiles; a request's raw logits are bitwise the same alone and batched with others
+    (whose prefills land in its decode steps), and match an independent reference forward."""
+    from tests.reference_forward import assert_first_step_matches_reference, raw_logits
+    from vosti_plugin.integration.engine_presets import build_llm
+
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
+    monkeypatch.setitem(vosti_backend.SPLIT_WORKSPACE_BYTES, "cpu", 1 << 26)
+    monkeypatch.setattr(vosti_backend, "_WORKSPACES", {})
+    launches = []
+    shipped = vosti_backend.paged_attention
+
+    def spy(q, *args, **kwargs):
+        launches.append((q.shape[0], kwargs["config"].block_m))
+        return shipped(q, *args, **kwargs)
+
+    monkeypatch.setattr(vosti_backend, "paged_attention", spy)
+    llm = build_llm(tiny_model_path, skip_tokenizer_init=True, max_num_batched_tokens=64, max_model_len=1024,
+                    enforce_eager=True, max_logprobs=-1)
+    try:
+        alone = [raw_logits(llm, [p])[0] for p in PROMPTS]
+        together = raw_logits(llm, list(PROMPTS))
+        staggered = raw_logits(llm, [PROMPTS[0]] * 2 + [PROMPTS[1]])
+        paths = set(sum(llm.apply_model(lambda m: [m_.impl._path for m_ in m.modules() if hasattr(m_, "impl")]), []))
+    finally:
+        del llm
+        gc.collect()
+    assert paths == {"split"}
+    prefill_rows = {rows for tokens, rows in launches if tokens > len(PROMPTS)}
+    decode_rows = {rows for tokens, rows in launches if tokens <= len(PROMPTS)}
+    assert prefill_rows == {32} and decode_rows == {16}, launches
+    assert together == alone
+    assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]
+    assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])
