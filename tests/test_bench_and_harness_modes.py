@@ -10,7 +10,7 @@ from vosti_plugin.integration.harness import engine as harness_engine
 @pytest.mark.parametrize("mode", bench_modes.MODES)
 def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     for name in ("VOSTI_TALL_GEMM", "VOSTI_TMA_GEMM", "VLLM_BATCH_INVARIANT", "VOSTI_SPLIT_WORKSPACE_SHARE",
-                 "VOSTI_EAGER_STEP_GRID"):   # set first so monkeypatch restores the original
+                 "VOSTI_EAGER_STEP_GRID", "VOSTI_DECODE_TILE_ROWS"):   # set first so monkeypatch restores the original
         monkeypatch.setenv(name, "0")
         monkeypatch.delenv(name)
     bench_modes.prepare_environment(mode)
@@ -19,6 +19,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     assert os.environ.get("VOSTI_TMA_GEMM") == {"vosti-tma": "1", "vosti-pointer": "0"}.get(mode)
     assert os.environ.get("VOSTI_SPLIT_WORKSPACE_SHARE") == ("0" if mode == "vosti-nostretch" else None)
     assert os.environ.get("VOSTI_EAGER_STEP_GRID") == {"vosti-step-grid": "1", "vosti-model-grid": "0"}.get(mode)
+    assert os.environ.get("VOSTI_DECODE_TILE_ROWS") == ("16" if mode == "vosti-decode16" else None)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 
@@ -31,3 +32,8 @@ def test_harness_tall_mode_sets_env_and_is_gpu_only(monkeypatch):
     assert "tall GEMM" in harness_engine.unavailable_reason(mode)
     monkeypatch.setattr(harness_engine, "has_gpu", lambda: True)
     assert harness_engine.unavailable_reason(mode) is None
+
+
+def test_harness_decode16_mode_sets_the_decode_tile_switch():
+    mode = harness_engine.get_mode("vosti-decode16")
+    assert mode.vosti and mode.env == {"VOSTI_DECODE_TILE_ROWS": "16"} and not mode.gpu_only

@@ -41,6 +41,8 @@ MODES: dict[str, Mode] = {
                             env={"VOSTI_EAGER_STEP_GRID": "1"}),
     "vosti-model-grid": Mode("vosti-model-grid", "vLLM + vosti, every step's grid for max_model_len", vosti=True,
                              env={"VOSTI_EAGER_STEP_GRID": "0"}),
+    "vosti-decode16": Mode("vosti-decode16", "vLLM + vosti, decode steps in 16-row attention tiles", vosti=True,
+                           env={"VOSTI_DECODE_TILE_ROWS": "16"}),
     "default": Mode("default", "vLLM default"),
     # tensor parallel size 2: on CPU two worker processes over gloo/shm (vosti: all-gather + rank-order sum)
     "vosti-tp2": Mode("vosti-tp2", "vLLM + vosti, TP 2", vosti=True, engine=dict(_TP2)),
