@@ -299,6 +299,9 @@ VARIANTS: dict[str, tuple] = {
     "whole loop warp-specialized": (_whole_loop(warp_specialize=True), True),
     "whole loop 3 stages": (_whole_loop(num_stages=3), True),
     "whole loop 3 stages, 128 rows, 8 warps, fused": (_whole_loop(num_stages=3), True, {**_M128, "fused_only": True}),
+    # row sums by dot make the bits independent of tile height (H200, session 21): prefill in 128-row fused tiles?
+    "row sums by dot, tiles of 128 rows, 8 warps, fused (other bits)": (_ROW_SUM_BY_DOT, False,
+                                                                        {**_M128, "fused_only": True}),
     "fp fusion on (other bits)": ([(_LAUNCH_NO_FMA, _LAUNCH_NO_FMA.replace("False", "True"))], False),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
     "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
