@@ -187,3 +187,25 @@ def test_decode_steps_run_decode_tiles_inside_vllm_and_keep_the_logits(tiny_mode
     assert together == alone
     assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]
     assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim, q_heads, kv_heads, window", [(128, 32, 8, None), (256, 8, 4, 1024), (256, 8, 4, None)],
+                         ids=["llama31-8b", "gemma3-4b-window", "gemma3-4b-global"])
+@pytest.mark.parametrize("context", [1024, 8192])
+def test_gpu_decoded_rows_in_16_row_tiles_equal_the_prefill_rows(head_dim, q_heads, kv_heads, window, context):
+    """The platform half (H200, bf16): every position of a 2048-row chunk decoded in 16-row tiles, 16 at a time in
+    decode batches, against the chunk's rows in the prefill tiles. Run on the GPU: pytest -m gpu <this file>."""
+    config = select_config(head_dim, q_heads, kv_heads, 64, torch.bfloat16)
+    decode = decode_config(config, 16)
+    req = random_request(context + 2048, 2048, q_heads, kv_heads, head_dim, seed=context, dtype=torch.bfloat16,
+                         device="cuda")
+    kwargs = dict(scale=head_dim ** -0.5, sliding_window=window, path="split")
+    prefilled = run_paged_batch(build_paged_batch([req], page_size=64, seed=1), config, **kwargs)[0]
+    differ = 0
+    for first in range(0, req.q_len, 16):
+        batch = build_paged_batch([req.chunk(i, i + 1) for i in range(first, first + 16)], page_size=64, seed=first)
+        rows = torch.cat(run_paged_batch(batch, decode, **kwargs))
+        differ += sum(not bitwise_equal(prefilled[first + i], rows[i]) for i in range(16))
+    print(f"{head_dim}/{q_heads}/{kv_heads} window {window} @ {context}: {differ} of {req.q_len} decoded rows differ")
+    assert differ == 0
