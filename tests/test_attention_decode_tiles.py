@@ -8,7 +8,6 @@ platform fact the `host-numerics` probe checks at startup."""
 import gc
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -92,22 +91,12 @@ def test_a_cross_group_over_its_domain_is_proved():
     assert out["status"] == "proved", out["message"]
 
 
-def _tile_height_dependent_dot(original, rows: int):
-    def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        out = original(self, a, b, d, input_precision, max_num_imprecise_acc)
-        if out.data.ndim == 2 and out.data.shape[0] >= rows:
-            out.data[...] = np.nextafter(out.data, np.inf, dtype=out.data.dtype)
-        return out
-
-    return dot
-
-
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch):
     from triton.runtime import interpreter
 
     from vosti_plugin.launch import host_numerics
-    from tests.test_host_numerics import tiny_facts
+    from tests.test_host_numerics import _tile_height_dependent_dot, tiny_facts
 
     facts = tiny_facts()
     monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
