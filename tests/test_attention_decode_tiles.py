@@ -11,8 +11,6 @@ import json
 import pytest
 import torch
 
-from vosti_plugin.attention import backend as vosti_backend
-from vosti_plugin.attention import config as cfgmod
 from vosti_plugin.attention.config import decode_config, decode_tile_rows, select_config
 from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch, random_request, run_paged_batch
 
@@ -146,6 +144,7 @@ def test_decode_steps_run_decode_tiles_inside_vllm_and_keep_the_logits(tiny_mode
     decode-only steps the 16-row tiles; a request's raw logits are bitwise the same alone and batched with others
     (whose prefills land in its decode steps), and match an independent reference forward."""
     from tests.reference_forward import assert_first_step_matches_reference, raw_logits
+    from vosti_plugin.attention import backend as vosti_backend
     from vosti_plugin.integration.engine_presets import build_llm
 
     monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")

@@ -18,7 +18,7 @@
 # prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), decode-parts (#20: a decode
 # step by part as replayed graphs, no vLLM), attention-lever (#20: the
 # proved prefill attention lever against the shipped kernel, no vLLM needed), attention-prefill (#20: the unmasked
-# loop's schedule and the FMA ban's cost, no vLLM), harness-decode16 and bench-decode16 (#20: decode-only steps in
+# loop's schedule and the FMA ban's cost, no vLLM), decode-tiles-gpu (no vLLM), harness-decode16 and bench-decode16 (#20: decode-only steps in
 # 16-row attention tiles, VOSTI_DECODE_TILE_ROWS=16, under the four classes and timed against vosti and default),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
 # overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
@@ -32,6 +32,7 @@ grid() {  # grid DIR MODEL "MODES" [BATCHES]
     REPEATS=${REPEATS:-2} MODE_TIMEOUT=480 bash integration/gpu/session.sh bench > "$R/$1-${3// /_}.log" 2>&1
 }
 V=vosti
+DECODE16_MODELS=${DECODE16_MODELS:-gemma3-4b}
 log "start: $STEPS"
 for step in $STEPS; do
   case $step in
@@ -89,13 +90,16 @@ for step in $STEPS; do
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-base" > "$R/harness-base.log" 2>&1
       log "harness-base rc=$?" ;;
+    decode-tiles-gpu)   # every row of a 2048-row chunk decoded in 16-row tiles against its prefill row (#20; no vLLM, needs pytest)
+      timeout 300 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -s tests/test_attention_decode_tiles.py \
+        > "$R/decode-tiles-gpu.log" 2>&1; log "decode-tiles-gpu rc=$? $(tail -1 "$R/decode-tiles-gpu.log")" ;;
     harness-decode16)   # the four classes with decode-only steps in 16-row attention tiles, stock default as the control (#20)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-decode16,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-decode16" > "$R/harness-decode16.log" 2>&1
       log "harness-decode16 rc=$?" ;;
-    bench-decode16)   # decode with 16-row tiles vs vosti's 64-row tiles vs stock default, Gemma-3-4B then Llama-3.1-8B (#20)
-      for m in gemma3-4b llama31-8b; do
-        env OUT="$R/bench-decode16-$m" MODEL=$m BENCH_MODES="vosti-decode16 vosti default" CONTEXTS=1024,8192,16384 \
+    bench-decode16)   # decode with 16-row tiles vs vosti's 64-row tiles vs stock default (#20); DECODE16_MODELS=gemma3-4b,llama31-8b
+      for m in ${DECODE16_MODELS//,/ }; do
+        env OUT="$R/bench-decode16-$m" MODEL=$m BENCH_MODES="vosti-decode16 vosti default" CONTEXTS=1024,16384 \
           BATCHES=1,4,16 DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
           > "$R/bench-decode16-$m.log" 2>&1
       done; log "bench-decode16 done" ;;
