@@ -630,15 +630,17 @@ def verifier_catalog() -> list[dict]:
     for key, cfg in cfgmod.CATALOG:
         base = constexprs(key, cfg)
         fam = dataclasses.asdict(cfg)
-        decode_cfgs = {d for d in (cfgmod.decode_config(cfg, rows) for rows in cfgmod.DECODE_TILE_ROWS) if d != cfg}
+        decode_cfgs = sorted({d for d in (cfgmod.decode_config(cfg, rows) for rows in cfgmod.DECODE_TILE_ROWS)
+                              if d != cfg}, key=lambda d: d.block_m)
+        decode_fams = [(constexprs(key, d), dataclasses.asdict(d)) for d in decode_cfgs]
         for soft_cap in (False, True):
             for window in (False, True):
                 flags = {"USE_SOFT_CAP": soft_cap, "USE_WINDOW": window}
                 configs.append(({**base, **flags, "FUSED": True}, fam))
-                for d in sorted(decode_cfgs, key=lambda d: d.block_m):
-                    left = {**constexprs(key, d), **flags, "FUSED": False}
-                    decode.append((left, dataclasses.asdict(d)))
-                    pair = (left, {**base, **flags, "FUSED": False}, dataclasses.asdict(d))
+                for d_constexprs, d_fam in decode_fams:
+                    left = {**d_constexprs, **flags, "FUSED": False}
+                    decode.append((left, d_fam))
+                    pair = (left, {**base, **flags, "FUSED": False}, d_fam)
                     cross_seen.setdefault(repr(pair), pair)   # fp16 and bf16 launch the same constexprs
     split = [({**c, "FUSED": False}, fam) for c, fam in configs] + decode
     comb: dict[str, tuple[dict, dict]] = {}

@@ -321,12 +321,12 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
                          for cfg, _fam in entry["configs"]]
             continue
         shash = _source_hash(kern, spec)
-        cross_only = {json.dumps(left, sort_keys=True, default=str) for left, _r, _f in entry.get("cross", ())} \
+        cross_only = {tuple(sorted(left.items())) for left, _r, _f in entry.get("cross", ())} \
             if entry.get("cross_only") else set()
         for gi, g in enumerate(spec.verif):
             for key, members in _groups(entry, k, spec):
                 members = [(c, f) for c, f in members if g.applies(c)
-                           and not (g.across and json.dumps(c, sort_keys=True, default=str) in cross_only)]
+                           and not (g.across and cross_only and tuple(sorted(c.items())) in cross_only)]
                 if not members:
                     continue
                 if wanted is not None and entry["family"] in wanted and not any(
@@ -366,7 +366,6 @@ def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, 
                     ({n: c[n] for n in spec.symbolic if n in c} for c, _ in members) if d}
         domain = [distinct[k] for k in sorted(distinct)]
         first = members[0][0]
-        right = {**right, **{n: first[n] for n in spec.symbolic if n in first}}
         ck = hashlib.sha256(json.dumps([shash, g.name, "across", key, right, domain], sort_keys=True,
                                        default=str).encode()).hexdigest()[:32]
         out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", members, src, ck,
