@@ -60,9 +60,26 @@ def test_decoded_rows_in_decode_tiles_equal_the_prefill_rows():
     assert bitwise_equal(prefilled, torch.cat(decoded))
 
 
-def test_catalog_proves_decode_configs_only_across_and_groups_them():
+def test_catalog_lists_decode_configs_only_when_the_switch_is_on(monkeypatch):
+    """With the switch off no decode tile launches, so none is proved (and the stored catalog is kept per value)."""
+    from vosti_plugin.verifier.api import _fingerprint, catalog_entries
+
+    def decode_launches() -> int:
+        entry = next(e for e in catalog_entries() if e["kernel"].fn.__name__ == "_paged_attention_segments_kernel")
+        return len(entry["cross"]) + sum(1 for _c, fam in entry["configs"] if fam["block_m"] < 32)
+
+    monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
+    off, off_fp = decode_launches(), _fingerprint(None)
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "0")
+    assert _fingerprint(None) == off_fp
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
+    assert off == 0 and decode_launches() > 1000 and _fingerprint(None) != off_fp
+
+
+def test_catalog_proves_decode_configs_only_across_and_groups_them(monkeypatch):
     from vosti_plugin.verifier.api import catalog_entries, catalog_plan
 
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
     groups, _ = catalog_plan("_paged_attention_segments_kernel")
     across = [g for g in groups if g.goal == "causal_segment_partials across"]
     own = [g for g in groups if not g.goal.endswith("across")]
@@ -76,10 +93,11 @@ def test_catalog_proves_decode_configs_only_across_and_groups_them():
     assert not any(json.dumps(c, sort_keys=True) in decode_rows for g in own for c, _f in g.members)
 
 
-def test_a_cross_group_over_its_domain_is_proved():
+def test_a_cross_group_over_its_domain_is_proved(monkeypatch):
     """One grouped cross proof (Llama-like group of 4, 16-bit tiles): every member geometry in one Z3 run."""
     from vosti_plugin.verifier.api import _run_group, catalog_plan
 
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
     groups, _ = catalog_plan("_paged_attention_segments_kernel")
     group = next(g for g in groups if g.goal.endswith("across") and g.task[2]["GROUP"] == 4
                  and g.task[2]["DOT_PRECISION"] == "tf32")

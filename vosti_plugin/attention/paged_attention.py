@@ -624,14 +624,17 @@ def verifier_catalog() -> list[dict]:
                 "SEQ_SCAN_CHUNK": _SEQ_SCAN_CHUNK,
                 "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32"}
 
+    # decode tiles are launched, and so proved, only where VOSTI_DECODE_TILE_ROWS turns them on (the verifier's
+    # catalog fingerprint includes the switch)
+    decode_rows = (cfgmod.decode_tile_rows(),) if cfgmod.decode_tile_rows() else ()
     configs: list[tuple[dict, dict]] = []
     decode: list[tuple[dict, dict]] = []
     cross_seen: dict[str, tuple[dict, dict, dict]] = {}   # (decode launch, the prefill launch its rows equal, decode config)
     for key, cfg in cfgmod.CATALOG:
         base = constexprs(key, cfg)
         fam = dataclasses.asdict(cfg)
-        decode_cfgs = sorted({d for d in (cfgmod.decode_config(cfg, rows) for rows in cfgmod.DECODE_TILE_ROWS)
-                              if d != cfg}, key=lambda d: d.block_m)
+        decode_cfgs = sorted({d for d in (cfgmod.decode_config(cfg, rows) for rows in decode_rows) if d != cfg},
+                             key=lambda d: d.block_m)
         decode_fams = [(constexprs(key, d), dataclasses.asdict(d)) for d in decode_cfgs]
         for soft_cap in (False, True):
             for window in (False, True):

@@ -142,6 +142,8 @@ def _refusal(kernel: Any, config: dict, why: str) -> ObligationReport:
 
 
 CATALOG_REGISTRY = "vosti_plugin.kernel_catalog"  # module whose KERNEL_MODULES lists the catalog's modules
+# environment switches that change what the catalog lists (its stored verification is kept per value)
+CATALOG_SWITCHES = ("VOSTI_DECODE_TILE_ROWS",)
 
 
 def catalog_modules() -> tuple[str, ...]:
@@ -240,8 +242,9 @@ def _fingerprint(kernel: str | None) -> str | None:
     except ImportError:
         return None
     registry = os.environ.get("VOSTI_KERNEL_CATALOG", CATALOG_REGISTRY)
+    switches = [{"0": ""}.get(v, v) for v in (os.environ.get(name, "").strip() for name in CATALOG_SWITCHES)]
     return fingerprint.digest(modules + (registry, "vosti_plugin.verifier.api"), VERSION, str(kernel),
-                              os.environ.get("TRITON_INTERPRET", ""))[:32]
+                              os.environ.get("TRITON_INTERPRET", ""), *switches)[:32]
 
 
 def verify_catalog(*, kernel: str | None = None, cache_dir: Path | None = None,
