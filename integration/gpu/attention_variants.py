@@ -310,6 +310,32 @@ VARIANTS: dict[str, tuple] = {
 }
 
 
+class LaunchedKernels:
+    """The compiled kernels the launches inside the context ran: registers, spills and shared memory from the
+    driver (what `python -m vosti_plugin.integration.sm90_static` reads off the cubin on a CPU)."""
+
+    def __enter__(self) -> dict:
+        from triton.runtime.jit import JITFunction
+
+        self._run, self.kernels = JITFunction.run, {}
+
+        def run(fn, *args, **kwargs):
+            k = self._run(fn, *args, **kwargs)
+            self.kernels[fn.fn.__name__] = k
+            return k
+
+        JITFunction.run = run
+        return self.kernels
+
+    def __exit__(self, *exc) -> None:
+        from triton.runtime.jit import JITFunction
+
+        JITFunction.run = self._run
+        for name, k in list(self.kernels.items()):
+            self.kernels[name] = {"regs": getattr(k, "n_regs", None), "spills": getattr(k, "n_spills", None),
+                                  "shared": k.metadata.shared, "warps": k.metadata.num_warps}
+
+
 def load_variant(name: str, edits: list[tuple[str, str]], tmp: str, source: str = SOURCE):
     src = lever.apply(open(source).read(), edits, f"variant {name!r}: the shipped kernel")
     path = os.path.join(tmp, "variant_" + "".join(c if c.isalnum() else "_" for c in name) + ".py")
@@ -418,7 +444,8 @@ def main() -> int:
                                     sliding_window=window, max_seqlen_k=max_model_len, workspace=ws, path=path,
                                     **per_step)
             try:
-                call()
+                with LaunchedKernels() as launched:
+                    call()
             except triton.runtime.errors.OutOfResources as e:
                 row[name] = {"ms": None, "does_not_fit": str(e)[:120], "keeps_bits": VARIANTS[name][1]}
                 print(f"{case:28s} {name:26s} does not fit: {e}", flush=True)
@@ -439,7 +466,7 @@ def main() -> int:
                                     ref.view(torch.int16 if dtype != torch.float32 else torch.int32)))
             digest = hashlib.sha256(out.float().cpu().numpy().tobytes()).hexdigest()[:12]
             row[name] = {"ms": round(ms, 4), "bits_equal_shipped": same, "keeps_bits": VARIANTS[name][1],
-                         "out_sha": digest}
+                         "out_sha": digest, "kernels": launched}
             print(f"{case:28s} {name:26s} {ms:8.4f} ms  bits {'=' if same else '!='} shipped  out {digest}", flush=True)
         report["cases"][case] = row
         with open(args.out, "w") as f:
