@@ -49,6 +49,9 @@ def test_a_geometry_compiles_for_the_h200_on_the_hopper_paths(tmp_path):
                      "decode b4 @ 8K, 16-row decode tiles"}
     shipped_prefill = [r for r in attention if r["variant"] == "shipped" and r["case"].startswith("prefill")]
     assert shipped_prefill and all(r["hgmma"] > 0 and r["ldgsts"] > 0 for r in shipped_prefill)
+    # the key-tile loops (whole tiles, masked tiles): each iteration issues its MMAs among the softmax's instructions
+    assert all(len(r["mma_loops"]) >= 2 and all(0 < loop["mma"] < loop["instr"] for loop in r["mma_loops"])
+               for r in shipped_prefill)
     assert {r["warps"] for r in attention if r["variant"] == "tiles of 128 rows, 8 warps"} == {8}
     assert all(0 < r["regs"] <= 255 and r["ctas_per_sm"] >= 1 for r in rows)
     gemms = [r for r in rows if r["kernel"].startswith("mm_")]

@@ -110,12 +110,31 @@ def cubin_facts(c: Compiled) -> dict:
                               check=True).stdout
     regs = int(re.search(r"REG:(\d+)", usage).group(1))
     stack = int(re.search(r"STACK:(\d+)", usage).group(1))
-    ops = collections.Counter(m.group(1).split(".")[0] for m in
-                              re.finditer(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", sass))
+    instructions = [(int(m.group(1), 16), m.group(2), m.group(3) or "") for m in
+                    re.finditer(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)[^;]*?(?:0x([0-9a-f]+))?\s*;",
+                                sass)]
+    ops = collections.Counter(op for _a, op, _t in instructions)
     return {"kernel": c.kernel, "warps": c.num_warps, "stages": c.num_stages, "regs": regs, "stack_bytes": stack,
             "shared_kb": round(c.shared / 1024, 1), **occupancy(regs, c.shared, c.num_warps),
             "sass": sum(ops.values()), **{op.lower(): ops.get(op, 0) for op in SASS_OPS},
-            "compile_s": round(c.seconds, 2)}
+            "mma_loops": mma_loops(instructions), "compile_s": round(c.seconds, 2)}
+
+
+def mma_loops(instructions: list[tuple[int, str, str]]) -> list[dict]:
+    """Per iteration of each loop that issues matrix instructions (a backward branch's range): the instruction
+    count per warp and how many of them are MMA, MUFU, async copies and selects; the rest is the issue cost
+    that the MMA does not hide within one warp."""
+    index = {addr: i for i, (addr, _op, _t) in enumerate(instructions)}
+    loops = []
+    for i, (addr, op, target) in enumerate(instructions):
+        if op != "BRA" or not target or int(target, 16) >= addr or int(target, 16) not in index:
+            continue
+        body = collections.Counter(o for _a, o, _t in instructions[index[int(target, 16)]:i + 1])
+        if body["HGMMA"] or body["HMMA"]:
+            loops.append({"instr": sum(body.values()), "mma": body["HGMMA"] + body["HMMA"], "mufu": body["MUFU"],
+                          "copies": body["LDGSTS"] + body["UTMALDG"], "fsel": body["FSEL"],
+                          "spill": body["STL"] + body["LDL"]})
+    return loops
 
 
 def occupancy(regs: int, shared: int, warps: int) -> dict:
@@ -243,10 +262,11 @@ def report(geometries: list[str], variants: list[str], decode_rows: int = 16, ge
 
 
 def _progress(row: dict) -> None:
+    loops = " ".join(f"{loop['instr']}/{loop['mma']}" for loop in row["mma_loops"])   # instructions / MMAs
     print(f"{row['geometry']:12s} {row['case']:44s} {row['variant'][:28]:28s} {row['kernel'][:34]:34s} "
           f"regs {row['regs']:3d} spill {row['stack_bytes']:4d} B  smem {row['shared_kb']:6.1f} KB  "
           f"{row['ctas_per_sm']} CTA/SM ({row['bound_by']})  hgmma {row['hgmma']} hmma {row['hmma']} ldgsts {row['ldgsts']} "
-          f"tma {row['utmaldg']}  {row['compile_s']:.1f} s", flush=True)
+          f"tma {row['utmaldg']}  loops {loops or '-'}  {row['compile_s']:.1f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
