@@ -153,8 +153,8 @@ for step in $STEPS; do
         timeout 300 python3 integration/gpu/attention_variants.py --geometry $g --variants "${ATTN_VARIANTS:-tiles of 16 rows;tiles of 16 rows, 1 warp;tiles of 16 rows, 2 warps;tiles of 32 rows, 2 warps}" \
           --out "$R/attention-tile-height-$g.json" > "$R/attention-tile-height-$g.log" 2>&1
       done; log "attention-tile-height done" ;;
-    attention-prefill)   # prefill attention: the unmasked loop's schedule (stages, warp specialization), what the FMA ban costs (#20)
-      timeout 300 python3 integration/gpu/attention_variants.py --geometry llama31-8b --variants "${ATTN_VARIANTS:-whole loop warp-specialized;whole loop 3 stages;whole loop 3 stages, 128 rows, 8 warps, fused;tiles of 128 rows, 8 warps;row sums by dot (other bits);row sums by dot, tiles of 128 rows, 8 warps, fused (other bits);fp fusion on (other bits)}" \
+    attention-prefill)   # prefill attention: the unmasked loop's schedule (stages; warp specialization does not compile on Triton 3.6, results/cpu-sm90-static), what the FMA ban costs (#20)
+      timeout 300 python3 integration/gpu/attention_variants.py --geometry llama31-8b --variants "${ATTN_VARIANTS:-whole loop 3 stages;whole loop 3 stages, 128 rows, 8 warps, fused;tiles of 128 rows, 8 warps;row sums by dot (other bits);row sums by dot, tiles of 128 rows, 8 warps, fused (other bits);fp fusion on (other bits)}" \
         --out "$R/attention-prefill.json" > "$R/attention-prefill.log" 2>&1; log "attention-prefill rc=$?" ;;
     attention-variants-gemma)   # Gemma-3-4B's window and global layers: decode latency variants, bits kept or not (#20)
       timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;tiles of 16 rows;tiles of 16 rows, 3 stages;tiles of 32 rows;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
