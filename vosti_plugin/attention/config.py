@@ -44,6 +44,7 @@ class AttentionLaunchConfig:
     segment:    fixed KV segment length (a multiple of block_n) for split-KV. The split SIZE is fixed,
                 the number of segments follows from the sequence length.
     num_warps, num_stages: Triton launch parameters.
+    row_sums_by_dot: softmax row sums by an MMA against ones instead of tl.sum (VOSTI_ATTENTION_ROW_SUMS=dot).
     """
 
     block_q: int
@@ -53,6 +54,7 @@ class AttentionLaunchConfig:
     num_warps: int
     num_stages: int
     queries_per_kv: int = 0     # query heads per KV head; 0 means block_m // block_q (no padding rows)
+    row_sums_by_dot: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block_q", "block_m", "block_n", "segment"):
@@ -135,13 +137,34 @@ def decode_tile_rows() -> int:
 
 
 def decode_config(config: AttentionLaunchConfig, rows: int) -> AttentionLaunchConfig:
-    """The decode launch of a config in tiles of `rows` rows (at least one token's group), each warp holding as
-    many rows as in the config's own tiles; the config itself when that is no shorter."""
+    """The decode launch of a config in tiles of `rows` rows (at least one token's group); the config itself when
+    that is no shorter. With tl.sum's row sums each warp holds as many rows as in the config's own tiles (the sum's
+    tree follows the layout); with row sums by dot the tile keeps the config's warps, which spill no registers
+    where one or two warps holding a whole 16-row tile do (integration/results/cpu-sm90-static/)."""
     block_m = max(rows, config.group)
     if rows < 1 or block_m >= config.block_m:
         return config
-    return dataclasses.replace(config, block_m=block_m, block_q=block_m // config.group,
-                               num_warps=max(1, config.num_warps * block_m // config.block_m))
+    warps = config.num_warps if config.row_sums_by_dot else max(1, config.num_warps * block_m // config.block_m)
+    return dataclasses.replace(config, block_m=block_m, block_q=block_m // config.group, num_warps=warps)
+
+
+# How a tile sums its softmax rows. "sum" (tl.sum) reduces in a tree that follows the tile's layout, so on the
+# H200 16- and 64-row tiles give other bits; "dot" (an MMA against ones, on the 16-bit probabilities the values'
+# dot reads) gave 16- and 64-row tiles one digest in all 57 cases of session 21, and other bits than "sum".
+ROW_SUMS = ("sum", "dot")
+
+
+def attention_row_sums() -> str:
+    """VOSTI_ATTENTION_ROW_SUMS: "sum" (default) or "dot"; a deployment's every attention launch uses one."""
+    raw = os.environ.get("VOSTI_ATTENTION_ROW_SUMS", "").strip().lower() or "sum"
+    if raw not in ROW_SUMS:
+        raise ValueError(f"VOSTI_ATTENTION_ROW_SUMS={raw!r}: row sums are {' or '.join(ROW_SUMS)}")
+    return raw
+
+
+def with_row_sums(config: AttentionLaunchConfig) -> AttentionLaunchConfig:
+    """The config as this deployment launches it (VOSTI_ATTENTION_ROW_SUMS)."""
+    return dataclasses.replace(config, row_sums_by_dot=attention_row_sums() == "dot")
 
 
 def _catalog() -> tuple[tuple[GeometryKey, AttentionLaunchConfig], ...]:
@@ -189,5 +212,5 @@ def geometry_key(
 def select_config(
     head_dim: int, num_q_heads: int, num_kv_heads: int, page_size: int, dtype: torch.dtype
 ) -> AttentionLaunchConfig:
-    """The launch configuration for a model geometry (never for a batch)."""
-    return _BY_KEY[geometry_key(head_dim, num_q_heads, num_kv_heads, page_size, dtype)]
+    """The launch configuration for a model geometry (never for a batch), with this deployment's row sums."""
+    return with_row_sums(_BY_KEY[geometry_key(head_dim, num_q_heads, num_kv_heads, page_size, dtype)])

@@ -129,13 +129,20 @@ def _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP: tl.constexpr, DOT_PRECISIO
 
 
 @triton.jit
-def _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION: tl.constexpr):
-    """(m, l, acc) after one tile of scores and values; a row whose scores are all -inf keeps m = -inf, p = 0."""
+def _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION: tl.constexpr, BLOCK_N: tl.constexpr,
+                         ROW_SUMS_BY_DOT: tl.constexpr):
+    """(m, l, acc) after one tile of scores and values; a row whose scores are all -inf keeps m = -inf, p = 0.
+    ROW_SUMS_BY_DOT: l sums the row's probabilities as the values' dot reads them (16-bit on a GPU), by an MMA
+    against columns of ones, whose order follows the instruction, where tl.sum's follows the tile's layout."""
     m_new = tl.maximum(m_i, tl.max(scores, axis=1))
     m_dead = m_new == float("-inf")
     alpha = tl.where(m_dead, 1.0, tl.exp2(m_i - m_new))
     p = tl.where(m_dead[:, None], 0.0, tl.exp2(scores - m_new[:, None]))
-    l_new = l_i * alpha + tl.sum(p, axis=1)
+    if ROW_SUMS_BY_DOT:
+        ones = tl.full([BLOCK_N, 16], 1.0, tl.float32).to(v.dtype)
+        l_new = l_i * alpha + tl.max(tl.dot(p.to(v.dtype), ones, input_precision=DOT_PRECISION), axis=1)
+    else:
+        l_new = l_i * alpha + tl.sum(p, axis=1)
     acc_new = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=DOT_PRECISION)
     return m_new, l_new, acc_new
 
@@ -207,6 +214,7 @@ def _paged_attention_segments_kernel(
     USE_SOFT_CAP: tl.constexpr,
     FUSED: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
+    ROW_SUMS_BY_DOT: tl.constexpr,
 ):
     q_block = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -302,7 +310,7 @@ def _paged_attention_segments_kernel(
             k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
             v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
             scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
-            m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION)
+            m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N, ROW_SUMS_BY_DOT)
         for tile in range(whole_end, tile_end):
             key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
             key_valid = key_pos <= last_pos
@@ -320,7 +328,8 @@ def _paged_attention_segments_kernel(
             scores = tl.where(allowed, scores, float("-inf"))
             tile_live = (tile * BLOCK_N <= row_pos) & (tile * BLOCK_N + BLOCK_N > row_lo)
 
-            m_new, l_new, acc_new = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION)
+            m_new, l_new, acc_new = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N,
+                                                         ROW_SUMS_BY_DOT)
             m_i = tl.where(tile_live, m_new, m_i)
             l_i = tl.where(tile_live, l_new, l_i)
             acc = tl.where(tile_live[:, None], acc_new, acc)
@@ -561,7 +570,7 @@ def paged_attention(
                 GROUP=config.group, BLOCK_Q=config.block_q, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
                 SEGMENT=config.segment, SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window,
                 USE_SOFT_CAP=use_soft_cap, FUSED=fused,
-                DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32")
+                DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", ROW_SUMS_BY_DOT=config.row_sums_by_dot)
     _paged_attention_segments_kernel[grid](
         q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l, part_acc,
         num_seqs, num_q_heads, num_segments,
@@ -585,6 +594,7 @@ def paged_attention(
         USE_SOFT_CAP=use_soft_cap,
         FUSED=fused,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        ROW_SUMS_BY_DOT=config.row_sums_by_dot,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
         enable_fp_fusion=False,
@@ -622,15 +632,17 @@ def verifier_catalog() -> list[dict]:
                 "PAGE_SIZE": key.page_size, "QUERIES_PER_KV": cfg.queries_per_kv, "GROUP": cfg.group,
                 "BLOCK_Q": cfg.block_q, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "SEGMENT": cfg.segment,
                 "SEQ_SCAN_CHUNK": _SEQ_SCAN_CHUNK,
-                "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32"}
+                "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32",
+                "ROW_SUMS_BY_DOT": cfg.row_sums_by_dot}
 
-    # decode tiles are launched, and so proved, only where VOSTI_DECODE_TILE_ROWS turns them on (the verifier's
-    # catalog fingerprint includes the switch)
+    # decode tiles are launched, and so proved, only where VOSTI_DECODE_TILE_ROWS turns them on, and every tile sums
+    # its rows as VOSTI_ATTENTION_ROW_SUMS says (the verifier's catalog fingerprint includes both switches)
     decode_rows = (cfgmod.decode_tile_rows(),) if cfgmod.decode_tile_rows() else ()
     configs: list[tuple[dict, dict]] = []
     decode: list[tuple[dict, dict]] = []
     cross_seen: dict[str, tuple[dict, dict, dict]] = {}   # (decode launch, the prefill launch its rows equal, decode config)
     for key, cfg in cfgmod.CATALOG:
+        cfg = cfgmod.with_row_sums(cfg)
         base = constexprs(key, cfg)
         fam = dataclasses.asdict(cfg)
         decode_cfgs = sorted({d for d in (cfgmod.decode_config(cfg, rows) for rows in decode_rows) if d != cfg},

@@ -143,7 +143,7 @@ def _refusal(kernel: Any, config: dict, why: str) -> ObligationReport:
 
 CATALOG_REGISTRY = "vosti_plugin.kernel_catalog"  # module whose KERNEL_MODULES lists the catalog's modules
 # environment switches that change what the catalog lists (its stored verification is kept per value)
-CATALOG_SWITCHES = ("VOSTI_DECODE_TILE_ROWS",)
+CATALOG_SWITCHES = ("VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS")
 
 
 def catalog_modules() -> tuple[str, ...]:
@@ -242,7 +242,8 @@ def _fingerprint(kernel: str | None) -> str | None:
     except ImportError:
         return None
     registry = os.environ.get("VOSTI_KERNEL_CATALOG", CATALOG_REGISTRY)
-    switches = [{"0": ""}.get(v, v) for v in (os.environ.get(name, "").strip() for name in CATALOG_SWITCHES)]
+    switches = [{"0": "", "sum": ""}.get(v, v) for v in (os.environ.get(name, "").strip().lower()
+                                                        for name in CATALOG_SWITCHES)]
     return fingerprint.digest(modules + (registry, "vosti_plugin.verifier.api"), VERSION, str(kernel),
                               os.environ.get("TRITON_INTERPRET", ""), *switches)[:32]
 
