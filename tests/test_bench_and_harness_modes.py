@@ -10,7 +10,7 @@ from vosti_plugin.integration.harness import engine as harness_engine
 @pytest.mark.parametrize("mode", bench_modes.MODES)
 def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     for name in ("VOSTI_TALL_GEMM", "VOSTI_TMA_GEMM", "VLLM_BATCH_INVARIANT", "VOSTI_SPLIT_WORKSPACE_SHARE",
-                 "VOSTI_EAGER_STEP_GRID", "VOSTI_DECODE_TILE_ROWS"):   # set first so monkeypatch restores the original
+                 "VOSTI_EAGER_STEP_GRID", "VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS"):   # set first so monkeypatch restores the original
         monkeypatch.setenv(name, "0")
         monkeypatch.delenv(name)
     bench_modes.prepare_environment(mode)
@@ -19,7 +19,8 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     assert os.environ.get("VOSTI_TMA_GEMM") == {"vosti-tma": "1", "vosti-pointer": "0"}.get(mode)
     assert os.environ.get("VOSTI_SPLIT_WORKSPACE_SHARE") == ("0" if mode == "vosti-nostretch" else None)
     assert os.environ.get("VOSTI_EAGER_STEP_GRID") == {"vosti-step-grid": "1", "vosti-model-grid": "0"}.get(mode)
-    assert os.environ.get("VOSTI_DECODE_TILE_ROWS") == ("16" if mode == "vosti-decode16" else None)
+    assert os.environ.get("VOSTI_DECODE_TILE_ROWS") == ("16" if mode in ("vosti-decode16", "vosti-dot16") else None)
+    assert os.environ.get("VOSTI_ATTENTION_ROW_SUMS") == ("dot" if mode == "vosti-dot16" else None)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 
@@ -37,3 +38,9 @@ def test_harness_tall_mode_sets_env_and_is_gpu_only(monkeypatch):
 def test_harness_decode16_mode_sets_the_decode_tile_switch():
     mode = harness_engine.get_mode("vosti-decode16")
     assert mode.vosti and mode.env == {"VOSTI_DECODE_TILE_ROWS": "16"} and not mode.gpu_only
+
+
+def test_harness_dot16_mode_sets_both_attention_switches():
+    mode = harness_engine.get_mode("vosti-dot16")
+    assert mode.vosti and not mode.gpu_only
+    assert mode.env == {"VOSTI_DECODE_TILE_ROWS": "16", "VOSTI_ATTENTION_ROW_SUMS": "dot"}

@@ -20,6 +20,7 @@
 # proved prefill attention lever against the shipped kernel, no vLLM needed), attention-prefill (#20: the unmasked
 # loop's schedule and the FMA ban's cost, no vLLM), decode-tiles-gpu (no vLLM), harness-decode16 and bench-decode16 (#20: decode-only steps in
 # 16-row attention tiles, VOSTI_DECODE_TILE_ROWS=16, under the four classes and timed against vosti and default),
+# harness-dot16 (the same tiles on the config's warps with row sums by dot, VOSTI_ATTENTION_ROW_SUMS=dot),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
 # overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
@@ -91,15 +92,19 @@ for step in $STEPS; do
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-base" > "$R/harness-base.log" 2>&1
       log "harness-base rc=$?" ;;
     decode-tiles-gpu)   # every row of a 2048-row chunk decoded in 16-row tiles against its prefill row (#20; no vLLM, needs pytest)
-      timeout 300 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -s tests/test_attention_decode_tiles.py \
-        > "$R/decode-tiles-gpu.log" 2>&1; log "decode-tiles-gpu rc=$? $(tail -1 "$R/decode-tiles-gpu.log")" ;;
+      timeout 420 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -s tests/test_attention_decode_tiles.py \
+        tests/test_attention_row_sums.py > "$R/decode-tiles-gpu.log" 2>&1; log "decode-tiles-gpu rc=$? $(tail -1 "$R/decode-tiles-gpu.log")" ;;
     harness-decode16)   # the four classes with decode-only steps in 16-row attention tiles, stock default as the control (#20)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-decode16,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-decode16" > "$R/harness-decode16.log" 2>&1
       log "harness-decode16 rc=$?" ;;
+    harness-dot16)   # the four classes with row sums by dot and 16-row decode tiles on the config's warps (#20)
+      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-dot16,default --per-gpu 4 \
+        --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-dot16" > "$R/harness-dot16.log" 2>&1
+      log "harness-dot16 rc=$?" ;;
     bench-decode16)   # decode with 16-row tiles vs vosti's 64-row tiles vs stock default (#20); DECODE16_MODELS=gemma3-4b,llama31-8b
       for m in ${DECODE16_MODELS//,/ }; do
-        env OUT="$R/bench-decode16-$m" MODEL=$m BENCH_MODES="vosti-decode16 vosti default" CONTEXTS=1024,16384 \
+        env OUT="$R/bench-decode16-$m" MODEL=$m BENCH_MODES="${DECODE16_BENCH_MODES:-vosti-decode16 vosti-dot16 vosti default}" CONTEXTS=1024,16384 \
           BATCHES=1,4,16 DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
           > "$R/bench-decode16-$m.log" 2>&1
       done; log "bench-decode16 done" ;;

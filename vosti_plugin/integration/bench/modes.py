@@ -11,8 +11,9 @@ import os
 # vosti-step-grid: eager steps size the attention grid from the step's longest sequence (VOSTI_EAGER_STEP_GRID=1,
 # the default); vosti-model-grid: every step's grid covers max_model_len (VOSTI_EAGER_STEP_GRID=0), as before.
 # vosti-decode16: decode-only steps in 16-row attention tiles (VOSTI_DECODE_TILE_ROWS=16).
+# vosti-dot16: the same tiles on the config's warps, every tile summing softmax rows by dot (VOSTI_ATTENTION_ROW_SUMS).
 MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
-         "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "default", "bi")
+         "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "vosti-dot16", "default", "bi")
 _EAGER_STEP_GRID = {"vosti-step-grid": "1", "vosti-model-grid": "0"}
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
 
@@ -29,8 +30,10 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_TMA_GEMM"] = "0"
     if mode == "vosti-nostretch":
         os.environ["VOSTI_SPLIT_WORKSPACE_SHARE"] = "0"
-    if mode == "vosti-decode16":
+    if mode in ("vosti-decode16", "vosti-dot16"):
         os.environ["VOSTI_DECODE_TILE_ROWS"] = "16"
+    if mode == "vosti-dot16":
+        os.environ["VOSTI_ATTENTION_ROW_SUMS"] = "dot"
     if mode in _EAGER_STEP_GRID:
         os.environ["VOSTI_EAGER_STEP_GRID"] = _EAGER_STEP_GRID[mode]
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes

@@ -43,6 +43,8 @@ MODES: dict[str, Mode] = {
                              env={"VOSTI_EAGER_STEP_GRID": "0"}),
     "vosti-decode16": Mode("vosti-decode16", "vLLM + vosti, decode steps in 16-row attention tiles", vosti=True,
                            env={"VOSTI_DECODE_TILE_ROWS": "16"}),
+    "vosti-dot16": Mode("vosti-dot16", "vLLM + vosti, row sums by dot, decode steps in 16-row tiles", vosti=True,
+                        env={"VOSTI_DECODE_TILE_ROWS": "16", "VOSTI_ATTENTION_ROW_SUMS": "dot"}),
     "default": Mode("default", "vLLM default"),
     # tensor parallel size 2: on CPU two worker processes over gloo/shm (vosti: all-gather + rank-order sum)
     "vosti-tp2": Mode("vosti-tp2", "vLLM + vosti, TP 2", vosti=True, engine=dict(_TP2)),
