@@ -26,3 +26,16 @@ def test_lever_variants_keep_the_shipped_bits(tmp_path):
         for name in LEVER:
             assert row[name]["bits_equal_shipped"], (case, name)
         assert not row[WRONG]["bits_equal_shipped"], case
+
+
+def test_every_variant_applies_to_the_shipped_kernel(tmp_path):
+    """Each variant's source edits find their text in today's kernel (an edit whose text moved raises) and the
+    edited module imports, so a lease never spends its time on a variant that cannot load."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("attention_variants", ROOT / "integration/gpu/attention_variants.py")
+    av = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(av)
+    for name, variant in av.VARIANTS.items():
+        module = av.load_variant(name, variant[0], str(tmp_path))
+        assert hasattr(module, "paged_attention"), name

@@ -233,11 +233,9 @@ _NO_MASK_SELECTS = [("            scores = tl.where(allowed, scores, float(\"-in
 _M128 = {"block_m": 128, "num_warps": 8}
 
 
-# l's row sum as an MMA (p times a column of ones): its per-row bits follow the dot, not tl.sum's layout tree
-_ROW_SUM_BY_DOT = [("    l_new = l_i * alpha + tl.sum(p, axis=1)\n",
-                    "    ones = tl.full([p.shape[1], 16], 1.0, dtype=v.dtype)\n"
-                    "    l_new = l_i * alpha + tl.max(tl.dot(p.to(v.dtype), ones, input_precision=DOT_PRECISION), "
-                    "axis=1)\n")]
+# l's row sum as an MMA (the shipped kernel's ROW_SUMS_BY_DOT, VOSTI_ATTENTION_ROW_SUMS=dot): its per-row bits follow
+# the dot, not tl.sum's layout tree
+_DOT = {"row_sums_by_dot": True}
 
 _WHOLE_LOOP = "        for tile in range(tile_begin, whole_end):\n"  # the unmasked loop (tiles every row sees whole)
 _LAUNCH_NO_FMA = "        enable_fp_fusion=False,\n    )\n    if not fused:\n"
@@ -287,8 +285,8 @@ VARIANTS: dict[str, tuple] = {
     "tiles of 16 rows, 2 warps": ([], False, {"block_m": 16, "num_warps": 2}),
     "tiles of 32 rows, 2 warps": ([], False, {"block_m": 32, "num_warps": 2}),
     # is the tile-height dependence the row sum's reduction tree? digests tell whether these two agree
-    "row sums by dot (other bits)": (_ROW_SUM_BY_DOT, False),
-    "row sums by dot, tiles of 16 rows (other bits)": (_ROW_SUM_BY_DOT, False, {"block_m": 16}),
+    "row sums by dot (other bits)": ([], False, _DOT),
+    "row sums by dot, tiles of 16 rows (other bits)": ([], False, {**_DOT, "block_m": 16}),
     "4 warps": ([], True, {"num_warps": 4}),
     "8 warps": ([], True, {"num_warps": 8}),
     "segments of 256 (other bits)": ([], False, {"segment": 256}),
@@ -300,8 +298,8 @@ VARIANTS: dict[str, tuple] = {
     "whole loop 3 stages": (_whole_loop(num_stages=3), True),
     "whole loop 3 stages, 128 rows, 8 warps, fused": (_whole_loop(num_stages=3), True, {**_M128, "fused_only": True}),
     # row sums by dot make the bits independent of tile height (H200, session 21): prefill in 128-row fused tiles?
-    "row sums by dot, tiles of 128 rows, 8 warps, fused (other bits)": (_ROW_SUM_BY_DOT, False,
-                                                                        {**_M128, "fused_only": True}),
+    "row sums by dot, tiles of 128 rows, 8 warps, fused (other bits)": ([], False,
+                                                                        {**_DOT, **_M128, "fused_only": True}),
     "fp fusion on (other bits)": ([(_LAUNCH_NO_FMA, _LAUNCH_NO_FMA.replace("False", "True"))], False),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
     "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
@@ -428,8 +426,8 @@ def main() -> int:
         for name, mod in mods.items():
             out = batch.empty_out()
             fields = dict(VARIANTS[name][2]) if len(VARIANTS[name]) > 2 else {}
-            if fields.pop("fused_only", False) and path != "fused":
-                fields = {}
+            if fields.pop("fused_only", False) and path != "fused":   # the tiles, not the row sums
+                fields = {k: v for k, v in fields.items() if k == "row_sums_by_dot"}
             if "block_m" in fields:
                 fields["block_q"] = fields["block_m"] // cfg.group
             vcfg = dataclasses.replace(cfg, **fields)

@@ -232,8 +232,8 @@ def report(geometries: list[str], variants: list[str], decode_rows: int = 16, ge
         for case, args in attention_cases(geo):
             for name, (module, fields) in mods.items():
                 fields = dict(fields)
-                if fields.pop("fused_only", False) and args["path"] != "fused":
-                    fields = {}
+                if fields.pop("fused_only", False) and args["path"] != "fused":   # the tiles, not the row sums
+                    fields = {k: v for k, v in fields.items() if k == "row_sums_by_dot"}
                 if "block_m" in fields:
                     fields["block_q"] = fields["block_m"] // base.group
                 configs = [("", dataclasses.replace(base, **fields))]
