@@ -153,9 +153,9 @@ for step in $STEPS; do
       timeout 300 python3 integration/gpu/attention_variants.py ${PREV_ATTENTION:+--previous "$PREV_ATTENTION"} \
         ${ATTN_VARIANTS:+--variants "$ATTN_VARIANTS"} \
         --out "$R/attention-variants.json" > "$R/attention-variants.log" 2>&1; log "attention-variants rc=$?" ;;
-    attention-tile-height)   # decode in 16-row tiles with the shipped bits? (#20) warps per row as in 64-row tiles; Gemma then Llama heads
+    attention-tile-height)   # decode in 16-row tiles with the shipped bits? (#20) warps per row as in 64-row tiles, or row sums by dot (digests: 16 vs 64 rows); Gemma then Llama heads
       for g in gemma3-4b llama31-8b; do
-        timeout 300 python3 integration/gpu/attention_variants.py --geometry $g --variants "${ATTN_VARIANTS:-tiles of 16 rows;tiles of 16 rows, 1 warp;tiles of 16 rows, 2 warps;tiles of 32 rows, 2 warps}" \
+        timeout 300 python3 integration/gpu/attention_variants.py --geometry $g --variants "${ATTN_VARIANTS:-tiles of 16 rows;tiles of 16 rows, 1 warp;tiles of 16 rows, 2 warps;tiles of 32 rows, 2 warps;row sums by dot (other bits);row sums by dot, tiles of 16 rows (other bits)}" \
           --out "$R/attention-tile-height-$g.json" > "$R/attention-tile-height-$g.log" 2>&1
       done; log "attention-tile-height done" ;;
     attention-prefill)   # prefill attention: the unmasked loop's schedule (stages; warp specialization does not compile on Triton 3.6, results/cpu-sm90-static), what the FMA ban costs (#20)
