@@ -163,3 +163,23 @@ def test_suspended_guard_restores_its_state(armed):
         matmul.launch_matmul(torch.randn(4, 32), torch.randn(32, 16), None, torch.empty(4, 16), odd)
     assert ("mm_kernel", {"BLOCK_K": 16, "BLOCK_M": 16, "BLOCK_N": 16, "DOT_PRECISION": "ieee",
                           "HAS_BIAS": False}) not in guard.checked()
+
+
+def test_the_guard_reads_the_verification_of_the_catalog_switches_in_force(armed, monkeypatch):
+    """A process that armed the guard under VOSTI_ATTENTION_ROW_SUMS=dot and later under the default (a test run's
+    worker, or an offline check before an engine) checks each launch against its own mode's proved set."""
+    from vosti_plugin.verifier import api
+
+    monkeypatch.setattr(guard, "_from_cache", {})
+    monkeypatch.setattr(api, "cached_results", _all_proved)   # the catalog of the switches in force, all proved
+    q, k, v, bt, lens, qsl, _ = _attention_inputs()
+    for mode in ("dot", "sum", "dot"):
+        monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", mode)
+        cfg = attention_config.select_config(64, 8, 2, 16, torch.float32)
+        assert cfg.row_sums_by_dot == (mode == "dot")
+        armed.arm()
+        paged_attention.paged_attention(q, k, v, bt, lens, qsl, torch.empty_like(q), scale=0.125, config=cfg)
+        other = dataclasses.replace(cfg, row_sums_by_dot=mode != "dot")
+        with pytest.raises(guard.UnprovedLaunch, match="ROW_SUMS_BY_DOT"):
+            paged_attention.paged_attention(q, k, v, bt, lens, qsl, torch.empty_like(q), scale=0.125, config=other)
+    assert len(guard._from_cache) == 2

@@ -36,7 +36,7 @@ class UnprovedLaunch(RuntimeError):
 _armed: bool = os.environ.get(ENV, "") == "1"
 _proved: frozenset | None = None
 _ranks: dict[str, int] = {}
-_from_cache: tuple | None = None  # proved_keys() of the cached verification of the installed sources
+_from_cache: dict = {}  # catalog fingerprint (sources and catalog switches) -> proved_keys() of its verification
 _passed: dict = {}  # call-site key -> (kernel, config) already found in _proved (cleared when the proved set changes)
 
 
@@ -71,18 +71,20 @@ def proved_keys(results) -> tuple[frozenset, dict[str, int]]:
 def arm(results=None) -> None:
     """Check every later launch in this process (results: verify_catalog() rows; default: the cached
     verification of the installed kernel sources, run now if there is none)."""
-    global _armed, _proved, _ranks, _from_cache
+    global _armed, _proved, _ranks
     if os.environ.get(ENV, "") == "0":
         return
     if results is None:
-        if _from_cache is None:  # the installed sources' proofs do not change within a process: read once
-            from vosti_plugin.verifier.api import cached_results, verify_catalog
+        from vosti_plugin.verifier.api import _fingerprint, cached_results, verify_catalog
 
+        # the installed sources do not change within a process, the catalog switches may: read once per value
+        fp = _fingerprint(None)
+        if fp not in _from_cache:
             results = cached_results()
             if results is None:
                 results = verify_catalog()
-            _from_cache = proved_keys(results)
-        _proved, _ranks = _from_cache
+            _from_cache[fp] = proved_keys(results)
+        _proved, _ranks = _from_cache[fp]
     else:
         _proved, _ranks = proved_keys(results)
     _passed.clear()
