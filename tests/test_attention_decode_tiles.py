@@ -161,18 +161,34 @@ def test_decode_steps_run_decode_tiles_inside_vllm_and_keep_the_logits(tiny_mode
     """Real vLLM (CPU), split path, VOSTI_DECODE_TILE_ROWS=16: prefill and mixed steps launch the prefill tiles,
     decode-only steps the 16-row tiles; a request's raw logits are bitwise the same alone and batched with others
     (whose prefills land in its decode steps), and match an independent reference forward."""
-    from tests.reference_forward import assert_first_step_matches_reference, raw_logits
+    from tests.reference_forward import assert_first_step_matches_reference
+
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
+    launches, alone, together, staggered, paths = run_on_the_split_path(tiny_model_path, monkeypatch)
+    assert paths == {"split"}
+    prefill_rows = {config.block_m for tokens, config in launches if tokens > len(PROMPTS)}
+    decode_rows = {config.block_m for tokens, config in launches if tokens <= len(PROMPTS)}
+    assert prefill_rows == {32} and decode_rows == {16}, launches
+    assert together == alone
+    assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]
+    assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])
+
+
+def run_on_the_split_path(tiny_model_path, monkeypatch):
+    """A real CPU engine on the split path whose attention launches are recorded as (tokens, config): PROMPTS alone,
+    together, and staggered (a prompt twice, then another); returns the launches, the three runs' raw logits and
+    the attention paths the model ran."""
+    from tests.reference_forward import raw_logits
     from vosti_plugin.attention import backend as vosti_backend
     from vosti_plugin.integration.engine_presets import build_llm
 
-    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
     monkeypatch.setitem(vosti_backend.SPLIT_WORKSPACE_BYTES, "cpu", 1 << 26)
     monkeypatch.setattr(vosti_backend, "_WORKSPACES", {})
     launches = []
     shipped = vosti_backend.paged_attention
 
     def spy(q, *args, **kwargs):
-        launches.append((q.shape[0], kwargs["config"].block_m))
+        launches.append((q.shape[0], kwargs["config"]))
         return shipped(q, *args, **kwargs)
 
     monkeypatch.setattr(vosti_backend, "paged_attention", spy)
@@ -186,13 +202,7 @@ def test_decode_steps_run_decode_tiles_inside_vllm_and_keep_the_logits(tiny_mode
     finally:
         del llm
         gc.collect()
-    assert paths == {"split"}
-    prefill_rows = {rows for tokens, rows in launches if tokens > len(PROMPTS)}
-    decode_rows = {rows for tokens, rows in launches if tokens <= len(PROMPTS)}
-    assert prefill_rows == {32} and decode_rows == {16}, launches
-    assert together == alone
-    assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]
-    assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])
+    return launches, alone, together, staggered, paths
 
 
 @pytest.mark.gpu
@@ -203,7 +213,15 @@ def test_gpu_decoded_rows_in_16_row_tiles_equal_the_prefill_rows(head_dim, q_hea
     """The platform half (H200, bf16): every position of a 2048-row chunk decoded in 16-row tiles, 16 at a time in
     decode batches, against the chunk's rows in the prefill tiles. Run on the GPU: pytest -m gpu <this file>."""
     config = select_config(head_dim, q_heads, kv_heads, 64, torch.bfloat16)
-    decode = decode_config(config, 16)
+    differ = decoded_rows_that_differ(config, decode_config(config, 16), head_dim, q_heads, kv_heads, window, context)
+    print(f"{head_dim}/{q_heads}/{kv_heads} window {window} @ {context}: {differ} of 2048 decoded rows differ")
+    assert differ == 0
+
+
+def decoded_rows_that_differ(config, decode, head_dim: int, q_heads: int, kv_heads: int, window: int | None,
+                             context: int) -> int:
+    """On the GPU (bf16): how many positions of a 2048-row chunk at `context`, decoded 16 at a time in decode
+    batches in `decode`'s tiles, differ from the chunk's rows in `config`'s prefill tiles."""
     req = random_request(context + 2048, 2048, q_heads, kv_heads, head_dim, seed=context, dtype=torch.bfloat16,
                          device="cuda")
     kwargs = dict(scale=head_dim ** -0.5, sliding_window=window, path="split")
@@ -213,5 +231,4 @@ def test_gpu_decoded_rows_in_16_row_tiles_equal_the_prefill_rows(head_dim, q_hea
         batch = build_paged_batch([req.chunk(i, i + 1) for i in range(first, first + 16)], page_size=64, seed=first)
         rows = torch.cat(run_paged_batch(batch, decode, **kwargs))
         differ += sum(not bitwise_equal(prefilled[first + i], rows[i]) for i in range(16))
-    print(f"{head_dim}/{q_heads}/{kv_heads} window {window} @ {context}: {differ} of {req.q_len} decoded rows differ")
-    assert differ == 0
+    return differ

@@ -5,8 +5,6 @@ heights, its proofs, and real vLLM on the CPU with it and the 16-row decode tile
 On the H200, tl.sum's reduction tree follows the tile's layout, so 16- and 64-row tiles give other bits; with the
 row sum taken by a dot the two heights gave one digest in all 57 cases of session 21 (`integration/results/h200-s21`).
 With the switch off the kernel compiles to the same sm_90a instructions as without the constexpr."""
-import gc
-
 import pytest
 import torch
 
@@ -85,44 +83,20 @@ def test_the_catalog_lists_one_row_sum_mode_and_proves_it(monkeypatch):
     assert out["status"] == "proved", out["message"]
 
 
-PROMPTS = ([(i * 37 + 11) % 500 + 3 for i in range(61)], [(i * 53 + 5) % 500 + 3 for i in range(45)],
-           [(i * 29 + 7) % 500 + 3 for i in range(9)])
-
-
 @pytest.mark.vllm
 def test_dot_row_sums_and_decode_tiles_inside_vllm_keep_the_logits(tiny_model_path, monkeypatch):
     """Real vLLM (CPU), split path, both switches on: decode-only steps launch 16-row tiles with the prefill tiles'
     warps, every launch sums rows by dot; raw logits bitwise the same alone, batched and staggered, and the first
     step against an independent reference forward. The launch check proves the dot mode's groups on demand."""
-    from tests.reference_forward import assert_first_step_matches_reference, raw_logits
-    from vosti_plugin.attention import backend as vosti_backend
-    from vosti_plugin.integration.engine_presets import build_llm
+    from tests.reference_forward import assert_first_step_matches_reference
+    from tests.test_attention_decode_tiles import PROMPTS, run_on_the_split_path
 
     monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", "dot")
     monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
-    monkeypatch.setitem(vosti_backend.SPLIT_WORKSPACE_BYTES, "cpu", 1 << 26)
-    monkeypatch.setattr(vosti_backend, "_WORKSPACES", {})
-    launches = []
-    shipped = vosti_backend.paged_attention
-
-    def spy(q, *args, **kwargs):
-        config = kwargs["config"]
-        launches.append((q.shape[0], config.block_m, config.num_warps, config.row_sums_by_dot))
-        return shipped(q, *args, **kwargs)
-
-    monkeypatch.setattr(vosti_backend, "paged_attention", spy)
-    llm = build_llm(tiny_model_path, skip_tokenizer_init=True, max_num_batched_tokens=64, max_model_len=1024,
-                    enforce_eager=True, max_logprobs=-1)
-    try:
-        alone = [raw_logits(llm, [p])[0] for p in PROMPTS]
-        together = raw_logits(llm, list(PROMPTS))
-        staggered = raw_logits(llm, [PROMPTS[0]] * 2 + [PROMPTS[1]])
-    finally:
-        del llm
-        gc.collect()
-    assert {dot for *_rest, dot in launches} == {True}
-    decode = {(rows, warps) for tokens, rows, warps, _dot in launches if tokens <= len(PROMPTS)}
-    prefill = {(rows, warps) for tokens, rows, warps, _dot in launches if tokens > len(PROMPTS)}
+    launches, alone, together, staggered, paths = run_on_the_split_path(tiny_model_path, monkeypatch)
+    assert paths == {"split"} and {config.row_sums_by_dot for _tokens, config in launches} == {True}
+    decode = {(c.block_m, c.num_warps) for tokens, c in launches if tokens <= len(PROMPTS)}
+    prefill = {(c.block_m, c.num_warps) for tokens, c in launches if tokens > len(PROMPTS)}
     assert prefill == {(32, 4)} and decode == {(16, 4)}, launches
     assert together == alone
     assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]
@@ -136,17 +110,10 @@ def test_dot_row_sums_and_decode_tiles_inside_vllm_keep_the_logits(tiny_model_pa
 def test_gpu_dot_row_sums_give_decode_tiles_the_prefill_rows(monkeypatch, head_dim, q_heads, kv_heads, window, context):
     """The platform half (H200, bf16): every position of a 2048-row chunk decoded in 16-row tiles on the config's
     warps, 16 at a time, against the chunk's rows in the 64-row prefill tiles, both summing rows by dot."""
+    from tests.test_attention_decode_tiles import decoded_rows_that_differ
+
     monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", "dot")
     config = select_config(head_dim, q_heads, kv_heads, 64, torch.bfloat16)
-    decode = decode_config(config, 16)
-    req = random_request(context + 2048, 2048, q_heads, kv_heads, head_dim, seed=context, dtype=torch.bfloat16,
-                         device="cuda")
-    kwargs = dict(scale=head_dim ** -0.5, sliding_window=window, path="split")
-    prefilled = run_paged_batch(build_paged_batch([req], page_size=64, seed=1), config, **kwargs)[0]
-    differ = 0
-    for first in range(0, req.q_len, 16):
-        batch = build_paged_batch([req.chunk(i, i + 1) for i in range(first, first + 16)], page_size=64, seed=first)
-        rows = torch.cat(run_paged_batch(batch, decode, **kwargs))
-        differ += sum(not bitwise_equal(prefilled[first + i], rows[i]) for i in range(16))
-    print(f"dot row sums {head_dim}/{q_heads}/{kv_heads} window {window} @ {context}: {differ} of {req.q_len} differ")
+    differ = decoded_rows_that_differ(config, decode_config(config, 16), head_dim, q_heads, kv_heads, window, context)
+    print(f"dot row sums {head_dim}/{q_heads}/{kv_heads} window {window} @ {context}: {differ} of 2048 differ")
     assert differ == 0
