@@ -108,13 +108,15 @@ def test_a_cross_group_over_its_domain_is_proved(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch):
+@pytest.mark.parametrize("row_sums", ["sum", "dot"])
+def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch, row_sums):
     from triton.runtime import interpreter
 
     from vosti_plugin.launch import host_numerics
     from tests.test_host_numerics import _tile_height_dependent_dot, tiny_facts
 
     facts = tiny_facts()
+    monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", row_sums)
     monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
     host_numerics.clear_cache()
     try:
