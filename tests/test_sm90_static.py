@@ -55,6 +55,6 @@ def test_a_geometry_compiles_for_the_h200_on_the_hopper_paths(tmp_path):
     assert {r["warps"] for r in attention if r["variant"] == "tiles of 128 rows, 8 warps"} == {8}
     assert all(0 < r["regs"] <= 255 and r["ctas_per_sm"] >= 1 for r in rows)
     gemms = [r for r in rows if r["kernel"].startswith("mm_")]
-    assert {r["case"].split()[0] for r in gemms} == {"qkv", "o", "gate_up", "down"}
+    assert {r["case"].split()[0] for r in gemms} == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj", "lm_head"}
     assert all(r["hgmma"] > 0 and (r["ldgsts"] > 0 or r["utmaldg"] > 0) for r in gemms)
     assert any(r["kernel"] == "_combine_segments_kernel" for r in rows)

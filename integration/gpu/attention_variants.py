@@ -334,6 +334,17 @@ class LaunchedKernels:
                                   "shared": k.metadata.shared, "warps": k.metadata.num_warps}
 
 
+def variant_config(config, fields: dict, path: str):
+    """A variant's launch config: the shipped one with the variant's fields; "fused_only" tile fields apply to
+    fused launches only (the row sums to every launch), and block_q follows block_m."""
+    fields = dict(fields)
+    if fields.pop("fused_only", False) and path != "fused":
+        fields = {k: v for k, v in fields.items() if k == "row_sums_by_dot"}
+    if "block_m" in fields:
+        fields["block_q"] = fields["block_m"] // config.group
+    return dataclasses.replace(config, **fields)
+
+
 def load_variant(name: str, edits: list[tuple[str, str]], tmp: str, source: str = SOURCE):
     src = lever.apply(open(source).read(), edits, f"variant {name!r}: the shipped kernel")
     path = os.path.join(tmp, "variant_" + "".join(c if c.isalnum() else "_" for c in name) + ".py")
@@ -425,12 +436,7 @@ def main() -> int:
         ref = None
         for name, mod in mods.items():
             out = batch.empty_out()
-            fields = dict(VARIANTS[name][2]) if len(VARIANTS[name]) > 2 else {}
-            if fields.pop("fused_only", False) and path != "fused":   # the tiles, not the row sums
-                fields = {k: v for k, v in fields.items() if k == "row_sums_by_dot"}
-            if "block_m" in fields:
-                fields["block_q"] = fields["block_m"] // cfg.group
-            vcfg = dataclasses.replace(cfg, **fields)
+            vcfg = variant_config(cfg, VARIANTS[name][2] if len(VARIANTS[name]) > 2 else {}, path)
 
             # a step's longest sequence is reduced once per step and shared by its layers
             per_step = {"max_seq_len": step_max} if "max_seq_len" in inspect.signature(mod.paged_attention).parameters \

@@ -641,8 +641,9 @@ def verifier_catalog() -> list[dict]:
     configs: list[tuple[dict, dict]] = []
     decode: list[tuple[dict, dict]] = []
     cross_seen: dict[str, tuple[dict, dict, dict]] = {}   # (decode launch, the prefill launch its rows equal, decode config)
+    by_dot = cfgmod.attention_row_sums() == "dot"
     for key, cfg in cfgmod.CATALOG:
-        cfg = cfgmod.with_row_sums(cfg)
+        cfg = dataclasses.replace(cfg, row_sums_by_dot=True) if by_dot else cfg
         base = constexprs(key, cfg)
         fam = dataclasses.asdict(cfg)
         decode_cfgs = sorted({d for d in (cfgmod.decode_config(cfg, rows) for rows in decode_rows) if d != cfg},

@@ -148,17 +148,23 @@ def occupancy(regs: int, shared: int, warps: int) -> dict:
 
 
 def geometry_shapes(name: str) -> dict:
-    """Attention heads, head dim and window, and the linear layers' (N, K), of a served geometry."""
+    """Attention heads, head dim, window and soft cap, and every linear layer's (N, K) as the launch check sees
+    them (`launch.verified.linear_shapes`), of a served geometry."""
     from vosti_plugin.integration.geometries import GEOMETRIES
+    from vosti_plugin.launch.facts import LaunchFacts
+    from vosti_plugin.launch.verified import linear_shapes
 
     cfg = GEOMETRIES[name]
     cfg = cfg.get("text_config", cfg)
     hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    hq, hkv, hidden, inter = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"], \
-        cfg["intermediate_size"]
-    return {"heads": (hq, hkv, hd), "window": cfg.get("sliding_window"), "soft_cap": cfg.get("attn_logit_softcapping"),
-            "linear": {"qkv": ((hq + 2 * hkv) * hd, hidden), "o": (hidden, hq * hd), "gate_up": (2 * inter, hidden),
-                       "down": (hidden, inter)}}
+    facts = LaunchFacts(model=name, architecture=cfg["architectures"][0], dtype="bfloat16", head_size=hd,
+                        num_q_heads=cfg["num_attention_heads"], num_kv_heads=cfg["num_key_value_heads"],
+                        num_layers=cfg["num_hidden_layers"], hidden_size=cfg["hidden_size"],
+                        intermediate_size=cfg["intermediate_size"], vocab_size=cfg["vocab_size"],
+                        sliding_window=cfg.get("sliding_window"), page_size=64, max_model_len=8192 + 512,
+                        max_num_batched_tokens=2048, max_num_seqs=16, num_gpu_blocks=None, platform="cuda")
+    return {"heads": (facts.num_q_heads, facts.num_kv_heads, hd), "window": facts.sliding_window,
+            "soft_cap": cfg.get("attn_logit_softcapping"), "linear": linear_shapes(facts)}
 
 
 def attention_cases(name: str, page: int = 64) -> list[tuple[str, dict]]:
@@ -202,14 +208,14 @@ def _gemm_launch(n: int, k: int, m: int) -> None:
 
 
 def _variant_modules(names: list[str]) -> dict:
-    """The shipped attention module and the named source variants of integration/gpu/attention_variants.py."""
+    """name -> (attention module, its launch config from the shipped one and the path): the shipped module and the
+    named variants of integration/gpu/attention_variants.py."""
     from vosti_plugin.attention import paged_attention as shipped
 
-    mods = {"shipped": (shipped, {})}
+    mods = {"shipped": (shipped, lambda base, _path: base)}
     if not names:
         return mods
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integration" / "gpu"))
-    import attention_variants as av
+    av = _attention_variants()
 
     unknown = set(names) - set(av.VARIANTS)
     if unknown:
@@ -217,8 +223,18 @@ def _variant_modules(names: list[str]) -> dict:
     tmp = tempfile.mkdtemp(prefix="vosti-sm90-variants-")
     for name in names:
         spec = av.VARIANTS[name]
-        mods[name] = (av.load_variant(name, spec[0], tmp), dict(spec[2]) if len(spec) > 2 else {})
+        fields = spec[2] if len(spec) > 2 else {}
+        mods[name] = (av.load_variant(name, spec[0], tmp),
+                      lambda base, path, fields=fields: av.variant_config(base, fields, path))
     return mods
+
+
+def _attention_variants():
+    """integration/gpu/attention_variants.py (a script beside the GPU tools, not a package module)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integration" / "gpu"))
+    import attention_variants
+
+    return attention_variants
 
 
 def report(geometries: list[str], variants: list[str], decode_rows: int = 16, gemm_rows=(4, 2048)) -> list[dict]:
@@ -230,13 +246,8 @@ def report(geometries: list[str], variants: list[str], decode_rows: int = 16, ge
         hq, hkv, hd = geometry_shapes(geo)["heads"]
         base = select_config(hd, hq, hkv, 64, torch.bfloat16)
         for case, args in attention_cases(geo):
-            for name, (module, fields) in mods.items():
-                fields = dict(fields)
-                if fields.pop("fused_only", False) and args["path"] != "fused":   # the tiles, not the row sums
-                    fields = {k: v for k, v in fields.items() if k == "row_sums_by_dot"}
-                if "block_m" in fields:
-                    fields["block_q"] = fields["block_m"] // base.group
-                configs = [("", dataclasses.replace(base, **fields))]
+            for name, (module, config_of) in mods.items():
+                configs = [("", config_of(base, args["path"]))]
                 if name == "shipped" and args["decode"] and decode_rows:
                     configs.append((f", {decode_rows}-row decode tiles", decode_config(base, decode_rows)))
                 for suffix, config in configs:
