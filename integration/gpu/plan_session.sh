@@ -20,7 +20,8 @@
 # proved prefill attention lever against the shipped kernel, no vLLM needed), attention-prefill (#20: the unmasked
 # loop's schedule and the FMA ban's cost, no vLLM), decode-tiles-gpu (no vLLM), harness-decode16 and bench-decode16 (#20: decode-only steps in
 # 16-row attention tiles, VOSTI_DECODE_TILE_ROWS=16, under the four classes and timed against vosti and default),
-# harness-dot16 (the same tiles on the config's warps with row sums by dot, VOSTI_ATTENTION_ROW_SUMS=dot),
+# harness-dot16 (the same tiles on the config's warps with row sums by dot, VOSTI_ATTENTION_ROW_SUMS=dot), harness-decode-modes
+# (both of them and default in one harness run),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
 # overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
@@ -102,6 +103,10 @@ for step in $STEPS; do
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-dot16,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-dot16" > "$R/harness-dot16.log" 2>&1
       log "harness-dot16 rc=$?" ;;
+    harness-decode-modes)   # both decode-tile modes under the four classes in one run, stock default as the one control (#20)
+      timeout 1200 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-dot16,vosti-decode16,default \
+        --per-gpu 4 --models llama31-8b,gemma3-4b --worker-timeout 1100 --out "$R/harness-decode-modes" \
+        > "$R/harness-decode-modes.log" 2>&1; log "harness-decode-modes rc=$?" ;;
     bench-decode16)   # decode with 16-row tiles vs vosti's 64-row tiles vs stock default (#20); DECODE16_MODELS=gemma3-4b,llama31-8b
       for m in ${DECODE16_MODELS//,/ }; do
         env OUT="$R/bench-decode16-$m" MODEL=$m BENCH_MODES="${DECODE16_BENCH_MODES:-vosti-decode16 vosti-dot16 vosti default}" CONTEXTS=1024,16384 \
