@@ -11,6 +11,9 @@ bits independent of M; the rule that picks it is written afterwards from this da
 time). Timer: dense_bench's (CUDA graphs over rotating weight copies larger than L2), best of 2 replays. Writes
 DIR/decode_gemm_sweep.json (one row per shape x config: µs per M) and prints the best config per shape.
 
+--block-m 16,64 adds activation tiles of 16 rows (mma.sync; a third CTA per SM fits in shared memory) and
+compares each such config's rows with the tall path's too.
+
 --small-mb X sweeps only the shapes whose weight is at most X MB, with narrow column tiles (16, 32) and no
 lower bound on the program count: a small weight is read in launch and memory latency, so what counts is how
 many programs share it and whether a second launch (the split-K combine) follows. Each of those configs' rows
@@ -50,23 +53,23 @@ def shapes() -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def _configs(N: int, K: int, block_ns, block_ks, splits, min_k: int, programs_ok) -> list:
-    """Configs with BLOCK_M 64 and 4 warps whose split keeps at least min_k (and block_k) of K per split, whose
-    program count passes programs_ok, and whose operand stages fit in shared memory."""
+def _configs(N: int, K: int, block_ns, block_ks, splits, min_k: int, programs_ok, block_ms=(64,)) -> list:
+    """Configs with 4 warps whose split keeps at least min_k (and block_k) of K per split, whose program count
+    passes programs_ok, and whose operand stages fit in shared memory."""
     from vosti_plugin.ops.matmul import MatmulConfig
 
-    return [MatmulConfig(block_m=64, block_n=bn, block_k=bk, split_k=split, num_warps=4, num_stages=stages)
-            for bn in block_ns for bk in block_ks for split in splits
+    return [MatmulConfig(block_m=bm, block_n=bn, block_k=bk, split_k=split, num_warps=4, num_stages=stages)
+            for bm in block_ms for bn in block_ns for bk in block_ks for split in splits
             if K // split >= max(min_k, bk) and programs_ok(math.ceil(N / bn) * split)
-            for stages in (3, 4) if bk * (64 + bn) * 2 * stages <= SMEM_BYTES]
+            for stages in (3, 4, 5) if (stages < 5 or bm < 64) and bk * (bm + bn) * 2 * stages <= SMEM_BYTES]
 
 
-def candidates(N: int, K: int):
-    return _configs(N, K, (32, 64, 128), (64, 128), (1, 2, 4, 8, 16), 256, lambda p: 128 <= p <= 1100)
+def candidates(N: int, K: int, block_ms=(64,)):
+    return _configs(N, K, (32, 64, 128), (64, 128), (1, 2, 4, 8, 16), 256, lambda p: 128 <= p <= 1100, block_ms)
 
 
-def small_candidates(N: int, K: int):
-    return _configs(N, K, (16, 32, 64, 128), (64, 128, 256), (1, 2, 4, 8), 128, lambda p: p <= 1200)
+def small_candidates(N: int, K: int, block_ms=(64,)):
+    return _configs(N, K, (16, 32, 64, 128), (64, 128, 256), (1, 2, 4, 8), 128, lambda p: p <= 1200, block_ms)
 
 
 def rows_equal_tall(w, cfg) -> bool:
@@ -82,7 +85,7 @@ def rows_equal_tall(w, cfg) -> bool:
     return torch.equal(tall[:16].view(torch.int16), short.view(torch.int16))
 
 
-def sweep_shape(N: int, K: int, ms: list[int], small: bool = False) -> dict:
+def sweep_shape(N: int, K: int, ms: list[int], small: bool = False, block_ms=(64,)) -> dict:
     from vosti_plugin.ops import matmul
 
     wbytes = N * K * 2
@@ -94,7 +97,7 @@ def sweep_shape(N: int, K: int, ms: list[int], small: bool = False) -> dict:
     rows = []
     timed = dense_bench._graph_time_us
     cublas = {M: timed(lambda i, M=M: torch.matmul(xs[M], ws[i], out=outs[M]), n, reps=2) for M in ms}
-    pool = small_candidates(N, K) if small else candidates(N, K)
+    pool = small_candidates(N, K, block_ms) if small else candidates(N, K, block_ms)
     for cfg in [shipped] + [c for c in pool if c != shipped]:
         us: dict = {}
         row: dict = {"config": vars(cfg), "shipped": cfg == shipped}
@@ -102,7 +105,7 @@ def sweep_shape(N: int, K: int, ms: list[int], small: bool = False) -> dict:
             for M in ms:
                 us[M] = timed(lambda i, M=M, cfg=cfg: matmul.launch_matmul(xs[M], ws[i], None, outs[M], cfg), n,
                               reps=2)
-            if small:
+            if small or cfg.block_m != 64:
                 row["bits_equal_tall"] = rows_equal_tall(ws[0], cfg)
         except Exception as exc:  # noqa: BLE001 - a config that does not compile or fit is data too
             us = {"error": repr(exc)[:160]}
@@ -126,6 +129,9 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=480, help="stop starting new shapes after this long")
     ap.add_argument("--small-mb", type=float, default=0,
                     help="only shapes whose weight is at most this many MB, with narrow tiles and any program count")
+    ap.add_argument("--block-m", default="64",
+                    help="activation tile heights, e.g. 16,64: below 64 a tile runs mma.sync, not the tall path's "
+                         "wgmma, so each such config's rows are also compared bit for bit with the tall path's")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA GPU: this sweep measures GPU kernels", file=sys.stderr)
@@ -141,7 +147,7 @@ def main() -> int:
         if time.perf_counter() - t0 > a.budget_s:
             print(f"budget spent after {i - 1} of {len(todo)} shapes", flush=True)
             break
-        r = sweep_shape(N, K, ms, small=bool(a.small_mb))
+        r = sweep_shape(N, K, ms, small=bool(a.small_mb), block_ms=tuple(int(b) for b in a.block_m.split(",")))
         results.append(r)
         ok = [x for x in r["rows"] if "error" not in x["us"] and x.get("bits_equal_tall", True)]
         best = min(ok, key=lambda x: _total(x, ms))
@@ -153,7 +159,7 @@ def main() -> int:
 
         print(f"[{i}/{len(todo)} {time.perf_counter() - t0:5.0f}s] N={N:6d} K={K:6d} floor={r['floor_us']:6.1f} "
               f"cublas={per_m(r['cublas_us'])} shipped={per_m(shipped['us'])} best={per_m(best['us'])} "
-              f"bn{c['block_n']} bk{c['block_k']} s{c['split_k']} st{c['num_stages']} ({len(ok)} configs, "
+              f"bm{c['block_m']} bn{c['block_n']} bk{c['block_k']} s{c['split_k']} st{c['num_stages']} ({len(ok)} configs, "
               f"{sum(x.get('bits_equal_tall') is False for x in r['rows'])} unequal to the tall rows)", flush=True)
         (a.out / "decode_gemm_sweep.json").write_text(json.dumps(
             {"m": ms, "device": torch.cuda.get_device_name(), "shapes": results}))
