@@ -246,6 +246,36 @@ def _whole_loop(**options) -> list[tuple[str, str]]:
     return [(_WHOLE_LOOP, f"        for tile in tl.range(tile_begin, whole_end{args}):\n")]
 
 
+_WHOLE_BODY = """            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+            page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
+            in_page = key_pos % PAGE_SIZE
+            k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
+            v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
+            k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+            scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
+"""
+_WHOLE_STEP = ("            m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N, "
+               "ROW_SUMS_BY_DOT)\n")
+
+
+def _indent(text: str, by: str) -> str:
+    return "".join(by + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+# FA3's intra-warpgroup overlap by hand: the next tile's scores MMA is issued before this tile's softmax, so the
+# tensor cores can run it while the warps exponentiate; each tile's arithmetic and its order are unchanged
+_SCORES_AHEAD = [(_WHOLE_LOOP + _WHOLE_BODY + _WHOLE_STEP,
+                  "        if whole_end > tile_begin:\n            tile = tile_begin\n" + _WHOLE_BODY
+                  + "            for tile_ahead in range(tile_begin + 1, whole_end):\n"
+                  + _indent(_WHOLE_BODY.replace("tile * BLOCK_N", "tile_ahead * BLOCK_N")
+                            .replace(" k = ", " k_ahead = ").replace(" v = ", " v_ahead = ")
+                            .replace("_tile_scores(q, k,", "_tile_scores(q, k_ahead,")
+                            .replace(" scores = ", " scores_ahead = "), "    ")
+                  + _indent(_WHOLE_STEP, "    ")
+                  + "                scores = scores_ahead\n                v = v_ahead\n"
+                  + _WHOLE_STEP)]
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -296,6 +326,8 @@ VARIANTS: dict[str, tuple] = {
     # prefill: what the unmasked loop's schedule and the contraction ban cost
     "whole loop warp-specialized": (_whole_loop(warp_specialize=True), True),
     "whole loop 3 stages": (_whole_loop(num_stages=3), True),
+    "scores one tile ahead": (_SCORES_AHEAD, True),
+    "scores one tile ahead, 128 rows, 8 warps, fused": (_SCORES_AHEAD, True, {**_M128, "fused_only": True}),
     "whole loop 3 stages, 128 rows, 8 warps, fused": (_whole_loop(num_stages=3), True, {**_M128, "fused_only": True}),
     # row sums by dot make the bits independent of tile height (H200, session 21): prefill in 128-row fused tiles?
     "row sums by dot, tiles of 128 rows, 8 warps, fused (other bits)": ([], False,
