@@ -194,14 +194,17 @@ def _attention_launch(module, config, case: dict) -> None:
                            soft_cap=case["soft_cap"], max_seqlen_k=b.seq_lens.max().item() + 512, path=case["path"])
 
 
-def _gemm_launch(n: int, k: int, m: int) -> None:
+def _gemm_launch(n: int, k: int, m: int, block_m: int = 0) -> None:
+    """The layer's launch at m rows; block_m (decode launches only) replaces its activation tile height."""
     from vosti_plugin.ops import matmul as mm
 
     a = torch.zeros(m, k, dtype=torch.bfloat16)
     w = torch.zeros(n, k, dtype=torch.bfloat16)
     out = torch.empty(m, n, dtype=torch.bfloat16)
     config = mm.select_config(n, k, torch.bfloat16)
-    if mm.tall_path_on(m, torch.bfloat16):
+    if block_m:
+        config = dataclasses.replace(config, block_m=block_m)
+    if mm.tall_path_on(m, torch.bfloat16) and not block_m:
         mm.launch_tall(a, w.t(), None, out, config)
     else:
         mm.launch_matmul(a, w.t(), None, out, config)
@@ -237,7 +240,8 @@ def _attention_variants():
     return attention_variants
 
 
-def report(geometries: list[str], variants: list[str], decode_rows: int = 16, gemm_rows=(4, 2048)) -> list[dict]:
+def report(geometries: list[str], variants: list[str], decode_rows: int = 16, gemm_rows=(4, 2048),
+           gemm_block_ms=()) -> list[dict]:
     from vosti_plugin.attention.config import decode_config, select_config
 
     rows: list[dict] = []
@@ -262,11 +266,13 @@ def report(geometries: list[str], variants: list[str], decode_rows: int = 16, ge
                         rows.append({"geometry": geo, "case": case + suffix, "variant": name, **cubin_facts(c)})
                         _progress(rows[-1])
         for layer, (n, k) in geometry_shapes(geo)["linear"].items():
-            for m in gemm_rows:
+            decode_m = min(gemm_rows)
+            for m, block_m in [(m, 0) for m in gemm_rows] + [(decode_m, b) for b in gemm_block_ms]:
                 with CompileOnly() as cc:
-                    _gemm_launch(n, k, m)
+                    _gemm_launch(n, k, m, block_m)
                 for c in cc.compiled:
-                    rows.append({"geometry": geo, "case": f"{layer} {n}x{k}, M={m}", "variant": "shipped",
+                    rows.append({"geometry": geo, "case": f"{layer} {n}x{k}, M={m}",
+                                 "variant": f"{block_m}-row activation tiles" if block_m else "shipped",
                                  **cubin_facts(c)})
                     _progress(rows[-1])
     return rows
@@ -285,6 +291,9 @@ def main(argv: list[str] | None = None) -> int:
                                  description=__doc__.splitlines()[0])
     ap.add_argument("--geometries", default="llama31-8b,gemma3-4b", help="comma list of integration geometries")
     ap.add_argument("--variants", default="", help="attention_variants.py names, ';'-separated")
+    ap.add_argument("--gemm-block-m", default="",
+                    help="comma list of activation tile heights to compile the decode GEMMs with besides the "
+                         "shipped 64 (e.g. 16: mma.sync instead of wgmma, smaller shared-memory stages)")
     ap.add_argument("--out", help="write the rows as JSON here")
     args = ap.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET"):
@@ -296,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"this Triton ({triton.__version__}) has no nvidia backend")
     variants = [v for v in args.variants.split(";") if v]
     t0 = time.time()
-    rows = report([g for g in args.geometries.split(",") if g], variants)
+    rows = report([g for g in args.geometries.split(",") if g], variants,
+                  gemm_block_ms=tuple(int(b) for b in args.gemm_block_m.split(",") if b))
     doc = {"triton": triton.__version__, "target": "cuda sm_90a (H200)", "command": " ".join(sys.argv),
            "seconds": round(time.time() - t0, 1), "rows": rows}
     if args.out:
