@@ -268,3 +268,17 @@ def test_engine_runs_the_self_test_and_certifies_it(tiny_model_path, tmp_path):
         assert len(out[0].outputs[0].token_ids) == 2
     finally:
         del llm
+
+
+def test_every_fix_names_a_command_that_exists():
+    """A refusal's fix tells the user to run a module: that module must be there to run."""
+    import importlib.util
+    import re
+
+    from vosti_plugin.launch import host_numerics
+
+    fixes = list(host_numerics.FIX.values()) + [host_numerics.TALL_FIX, host_numerics.DECODE_TILES_FIX]
+    modules = {m for fix in fixes for m in re.findall(r"python -m ([\w.]+)", fix)}
+    assert modules, "the fixes name no command to run"
+    for module in modules:
+        assert importlib.util.find_spec(module) is not None, f"a fix names `python -m {module}`, which is not there"

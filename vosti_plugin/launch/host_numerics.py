@@ -36,10 +36,12 @@ OBLIGATION = "host-numerics"
 FIX = {
     "cpu": ("this CPU's interpreter numerics are not lane-invariant although vosti replaced the interpreter's "
             "dot, sums and math (vosti_plugin.interpreter_numerics); nothing in the launch can fix it: run "
-            "`python -m vosti_plugin.launch.host_numerics` and report its output with `lscpu` and `pip list`"),
+            "`python -m vosti_plugin.integration.host_numerics_check` and report its output with `lscpu` and "
+            "`pip list`"),
     "cuda": ("this GPU / driver / Triton build does not give a row the same bits at every batch position for "
              "the configs above; use the Triton version vLLM pins (vLLM 0.26.0: Triton 3.6) and a current "
-             "driver, then re-run `python -m vosti_plugin.launch.host_numerics --model MODEL` on that GPU"),
+             "driver, then re-run `python -m vosti_plugin.integration.host_numerics_check --model MODEL` on that "
+             "GPU"),
 }
 
 
