@@ -147,7 +147,7 @@ def test_small_weights_take_one_launch_with_enough_column_tiles():
         assert -(-N // cfg.block_n) >= 72 or cfg.block_n == 16, (N, K, cfg)
         assert cfg.block_n == 64 or -(-N // (2 * cfg.block_n)) < 72, f"a wider tile gives enough programs: {N, K}"
     assert matmul.rule_config(1024, 3072, torch.bfloat16).split_k > 1   # K >= 2N: split
-    assert matmul.rule_config(4096, 4096, torch.bfloat16).block_n == 64  # K 4096: the wide-shape rule
+    assert matmul.rule_config(4096, 4096, torch.bfloat16).block_m == 16  # K 4096: the wide-shape rule (16-row tiles)
 
 
 def test_a_different_reduction_order_is_visible_in_the_bits():

@@ -66,19 +66,23 @@ class MatmulConfig:
         return triton.cdiv(triton.cdiv(K, self.split_k), granule) * granule
 
 
-# GPU (bf16/fp16). BLOCK_M 64 is the smallest Hopper wgmma tile; small-M decode pays wasted MMA
-# lanes, which is cheap next to reading the weights. Decode GEMMs whose N gives too few column
-# tiles to fill 132 SMs split K; the split count is part of the key's config, not of M.
-# The bases and _TARGET_PROGRAMS come from integration/gpu/decode_gemm_sweep.py on the H200 (62 layer
-# shapes of 19 geometries, M = 1/4/16, 1720 configs): 3 stages and about 160 programs put the layer GEMMs
-# at 1.06x the per-shape best config (4 stages and 264 programs: 1.17x); N > 8192 keeps the wide
-# tile, whose 128 x 256 tall-path tile serves prefill.
-_B16_NARROW = dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)
-_B16_WIDE = dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
+# GPU (bf16/fp16). Decode tiles hold 16 activation rows: below wgmma's 64 they run mma.sync, and their operand
+# stages take 40-60 KB of shared memory instead of 96-128 KB, so 3-5 CTAs share an SM instead of 2 and keep more
+# weight reads in flight. From integration/gpu/decode_gemm_sweep.py --block-m 16,64 on the H200 (62 layer shapes of
+# the served geometries, M = 1/4/16, 60-110 configs each): every 16-row config's rows were equal, bit for bit, to
+# the tall path's rows of the same inputs; column tiles of 32 (64 from N = 16384), block_k 128, 4 stages and about
+# 200 programs put the layer GEMMs at 1.04x the per-shape best 16-row config and 0.94x the 64-row rule before it
+# (geometric means), with 80 of 174 cells within 1.3x of the weight-read floor (64-row rule 49, cuBLAS 74). The
+# tall path's tiles and K order do not depend on these tiles (tall_config / tma_config), and the startup probe
+# compares a decoded row with its tall-path row on the deployment's GPU. Decode GEMMs whose N gives too few column
+# tiles split K; the split count is part of the key's config, not of M.
+_B16_NARROW = dict(block_m=16, block_n=32, block_k=128, num_warps=4, num_stages=4)
+_B16_WIDE = dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
+_WIDE_MIN_N = 16384
 # CPU (Triton interpreter, fp32): few, large programs are what make the interpreter fast.
 _F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
 
-_TARGET_PROGRAMS = 160  # a wave and a fifth on the H200's 132 SMs: more splits cost more than they stream
+_TARGET_PROGRAMS = 200  # a wave and a half on the H200's 132 SMs: more splits cost more than they stream
 _MIN_K_PER_SPLIT = 512
 _MAX_SPLIT = 16            # what 19 served geometries reach (integration/geometries); bounds the proved set
 # Small weights (N <= 8192, K < 4096, at most 32 MB in bf16) are read in launch and memory latency, not at the
@@ -121,7 +125,7 @@ def rule_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
         return MatmulConfig(block_m=64, block_n=64, block_k=32, split_k=1, num_warps=4, num_stages=3)
     if _is_small(N, K):
         return _small_config(N, K)
-    base = _B16_NARROW if N <= 8192 else _B16_WIDE
+    base = _B16_NARROW if N < _WIDE_MIN_N else _B16_WIDE
     return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"]), **base)
 
 
