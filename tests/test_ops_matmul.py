@@ -129,8 +129,10 @@ def test_config_never_depends_on_m_and_catalog_is_enumerable():
     assert matmul.select_config(128256, 4096, torch.bfloat16).split_k == 1
 
 
+@pytest.mark.parametrize("rows", ["16", "64"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_the_gpu_rule_reaches_only_configs_the_verifier_is_given(dtype):
+def test_the_gpu_rule_reaches_only_configs_the_verifier_is_given(dtype, rows, monkeypatch):
+    monkeypatch.setenv("VOSTI_DECODE_GEMM_ROWS", rows)
     proved = set(matmul.rule_configs())
     shapes = [(N, K) for N in (64, 896, 1152, 2048, 2560, 4096, 4160, 6144, 8192, 8256, 28672, 262208)
               for K in (64, 896, 1024, 2048, 3072, 4032, 4096, 6912, 14336, 28672)]
@@ -169,3 +171,24 @@ def test_tall_split_k_gemm_in_row_chunks_gives_the_same_bits(monkeypatch):
     monkeypatch.setattr(matmul, "_SPLIT_WORKSPACE_ELEMS", config.split_k * 96 * 32)  # 32-row chunks
     chunked = matmul.launch_matmul(a, w.t(), bias, torch.empty(150, 96), config)
     assert torch.equal(whole, chunked)
+
+
+def test_decode_gemm_rows_switch(monkeypatch):
+    """16-row decode tiles by default; VOSTI_DECODE_GEMM_ROWS=64 gives back the 64-row rule (its configs are
+    proved too, so the verifier's catalog does not depend on the switch); other values are refused by name."""
+    monkeypatch.delenv("VOSTI_DECODE_GEMM_ROWS", raising=False)
+    assert matmul.decode_gemm_rows() == 16
+    default = matmul.select_config(4096, 4096, torch.bfloat16)
+    assert (default.block_m, default.block_n, default.split_k) == (16, 32, 2)
+    catalog_before = matmul.verifier_catalog()
+    monkeypatch.setenv("VOSTI_DECODE_GEMM_ROWS", "64")
+    legacy = matmul.select_config(4096, 4096, torch.bfloat16)
+    assert (legacy.block_m, legacy.block_n, legacy.split_k) == (64, 64, 4)
+    assert matmul.select_config(28672, 4096, torch.bfloat16).block_n == 128
+    assert matmul.verifier_catalog() == catalog_before
+    assert {c["BLOCK_M"] for e in catalog_before if e["kernel"] is matmul.mm_splitk_partial_kernel
+            for c, _fam in e["configs"]} >= {16, 64}
+    for bad in ("32", "x"):
+        monkeypatch.setenv("VOSTI_DECODE_GEMM_ROWS", bad)
+        with pytest.raises(ValueError, match="VOSTI_DECODE_GEMM_ROWS"):
+            matmul.select_config(4096, 4096, torch.bfloat16)

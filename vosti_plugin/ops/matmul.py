@@ -79,10 +79,18 @@ class MatmulConfig:
 _B16_NARROW = dict(block_m=16, block_n=32, block_k=128, num_warps=4, num_stages=4)
 _B16_WIDE = dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
 _WIDE_MIN_N = 16384
+_TARGET_PROGRAMS = 200  # a wave and a half on the H200's 132 SMs: more splits cost more than they stream
+# VOSTI_DECODE_GEMM_ROWS=64 restores the 64-row (wgmma) rule of sessions 9-23: 64 x 64 x 128 tiles, 3 stages (128
+# columns x 64 deep, 4 stages, above N = 8192), about 160 programs. Its rows are the tall path's too; it is the
+# fallback should 16-row tiles cost a deployment more than they save (launches of 17-511 rows take more row tiles).
+_DECODE_GEMM_ROWS = (16, 64)
+_B16_NARROW_64 = dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)
+_B16_WIDE_64 = dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
+_WIDE_MIN_N_64 = 8193
+_TARGET_PROGRAMS_64 = 160
 # CPU (Triton interpreter, fp32): few, large programs are what make the interpreter fast.
 _F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
 
-_TARGET_PROGRAMS = 200  # a wave and a half on the H200's 132 SMs: more splits cost more than they stream
 _MIN_K_PER_SPLIT = 512
 _MAX_SPLIT = 16            # what 19 served geometries reach (integration/geometries); bounds the proved set
 # Small weights (N <= 8192, K < 4096, at most 32 MB in bf16) are read in launch and memory latency, not at the
@@ -98,10 +106,19 @@ _SMALL_MAX_K = 4096
 _SMALL_MAX_ELEMS = 16 * 2 ** 20
 
 
-def _split_for(N: int, K: int, block_n: int, block_k: int) -> int:
+def decode_gemm_rows() -> int:
+    """Activation rows per decode GEMM tile on a GPU, from VOSTI_DECODE_GEMM_ROWS (default 16)."""
+    raw = os.environ.get("VOSTI_DECODE_GEMM_ROWS", "").strip() or "16"
+    if raw not in {str(r) for r in _DECODE_GEMM_ROWS}:
+        raise ValueError(f"VOSTI_DECODE_GEMM_ROWS={raw!r}: decode GEMM tiles of "
+                         f"{' or '.join(map(str, _DECODE_GEMM_ROWS))} rows")
+    return int(raw)
+
+
+def _split_for(N: int, K: int, block_n: int, block_k: int, target: int = _TARGET_PROGRAMS) -> int:
     tiles = triton.cdiv(N, block_n)
     split = 1
-    while (split < _MAX_SPLIT and tiles * split < _TARGET_PROGRAMS
+    while (split < _MAX_SPLIT and tiles * split < target
            and K // (2 * split) >= max(_MIN_K_PER_SPLIT, block_k)):
         split *= 2
     return split
@@ -117,14 +134,18 @@ def _small_config(N: int, K: int) -> MatmulConfig:
     return MatmulConfig(block_n=block_n, split_k=split, **_B16_SMALL)
 
 
-def rule_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
-    """Config for any (N, K, dtype) that has no catalog entry: a pure function of its arguments."""
+def rule_config(N: int, K: int, dtype: torch.dtype, rows: int | None = None) -> MatmulConfig:
+    """Config for any (N, K, dtype) that has no catalog entry: a pure function of its arguments and of the
+    deployment's decode tile height (`rows`, default VOSTI_DECODE_GEMM_ROWS)."""
     if dtype == torch.float32:
         if interpreting():
             return MatmulConfig(split_k=1, **_F32_CPU)
         return MatmulConfig(block_m=64, block_n=64, block_k=32, split_k=1, num_warps=4, num_stages=3)
     if _is_small(N, K):
         return _small_config(N, K)
+    if (rows or decode_gemm_rows()) == 64:
+        base = _B16_NARROW_64 if N < _WIDE_MIN_N_64 else _B16_WIDE_64
+        return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"], _TARGET_PROGRAMS_64), **base)
     base = _B16_NARROW if N < _WIDE_MIN_N else _B16_WIDE
     return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"]), **base)
 
@@ -140,7 +161,7 @@ def rule_configs() -> list[tuple[MatmulConfig, torch.dtype]]:
     small_top = (_SMALL_MAX_K - 1) // _MIN_K_PER_SPLIT  # K // (2 * split) >= 512 before the last doubling
     configs = []
     for dtype in (torch.bfloat16, torch.float16):
-        for base in (_B16_NARROW, _B16_WIDE):
+        for base in (_B16_NARROW, _B16_WIDE, _B16_NARROW_64, _B16_WIDE_64):
             configs += [(MatmulConfig(split_k=split, **base), dtype) for split in _splits(_MAX_SPLIT)]
         configs += [(MatmulConfig(block_n=bn, split_k=split, **_B16_SMALL), dtype)
                     for bn in _SMALL_BLOCK_N for split in _splits(small_top)]
@@ -168,7 +189,7 @@ def _catalog() -> dict[tuple[int, int, str], MatmulConfig]:
     catalog = {}
     for N, K in sorted(shapes):
         for dtype in (torch.bfloat16, torch.float16):
-            catalog[(N, K, _dtype_name(dtype))] = rule_config(N, K, dtype)
+            catalog[(N, K, _dtype_name(dtype))] = rule_config(N, K, dtype, rows=16)
     return catalog
 
 
@@ -177,7 +198,7 @@ CATALOG: dict[tuple[int, int, str], MatmulConfig] = _catalog()
 
 def select_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
     """The launch config for a GEMM with N output columns and reduction length K. Never sees M."""
-    found = CATALOG.get((N, K, _dtype_name(dtype)))
+    found = CATALOG.get((N, K, _dtype_name(dtype))) if decode_gemm_rows() == 16 else None
     return found if found is not None else rule_config(N, K, dtype)
 
 
