@@ -246,17 +246,19 @@ def _whole_loop(**options) -> list[tuple[str, str]]:
     return [(_WHOLE_LOOP, f"        for tile in tl.range(tile_begin, whole_end{args}):\n")]
 
 
-_WHOLE_BODY = """            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-            page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
-            in_page = key_pos % PAGE_SIZE
-            k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
-            v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
-            k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
-            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
-            scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
-"""
 _WHOLE_STEP = ("            m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N, "
                "ROW_SUMS_BY_DOT)\n")
+
+
+def _whole_body() -> str:
+    """The shipped whole-tile loop's body up to its softmax step, as the kernel source writes it."""
+    with open(SOURCE) as fh:
+        src = fh.read()
+    start = src.index(_WHOLE_LOOP) + len(_WHOLE_LOOP)
+    return src[start:src.index(_WHOLE_STEP, start)]
+
+
+_WHOLE_BODY = _whole_body()
 
 
 def _indent(text: str, by: str) -> str:
