@@ -186,6 +186,11 @@ def test_decode_gemm_rows_switch(monkeypatch):
     assert (legacy.block_m, legacy.block_n, legacy.split_k) == (64, 64, 4)
     assert matmul.select_config(28672, 4096, torch.bfloat16).block_n == 128
     assert matmul.verifier_catalog() == catalog_before
+    small = [(1536, 3072), (1024, 3072), (2560, 2048), (896, 896)]
+    legacy_small = [matmul.select_config(N, K, torch.bfloat16) for N, K in small]
+    monkeypatch.delenv("VOSTI_DECODE_GEMM_ROWS")
+    assert [matmul.select_config(N, K, torch.bfloat16) for N, K in small] == legacy_small  # small weights: one rule
+    assert matmul.select_config(1536, 3072, torch.bfloat16).split_k == 2
     assert {c["BLOCK_M"] for e in catalog_before if e["kernel"] is matmul.mm_splitk_partial_kernel
             for c, _fam in e["configs"]} >= {16, 64}
     for bad in ("32", "x"):

@@ -76,18 +76,23 @@ class MatmulConfig:
 # tall path's tiles and K order do not depend on these tiles (tall_config / tma_config), and the startup probe
 # compares a decoded row with its tall-path row on the deployment's GPU. Decode GEMMs whose N gives too few column
 # tiles split K; the split count is part of the key's config, not of M.
-_B16_NARROW = dict(block_m=16, block_n=32, block_k=128, num_warps=4, num_stages=4)
-_B16_WIDE = dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4)
-_WIDE_MIN_N = 16384
-_TARGET_PROGRAMS = 200  # a wave and a half on the H200's 132 SMs: more splits cost more than they stream
 # VOSTI_DECODE_GEMM_ROWS=64 restores the 64-row (wgmma) rule of sessions 9-23: 64 x 64 x 128 tiles, 3 stages (128
 # columns x 64 deep, 4 stages, above N = 8192), about 160 programs. Its rows are the tall path's too; it is the
 # fallback should 16-row tiles cost a deployment more than they save (launches of 17-511 rows take more row tiles).
-_DECODE_GEMM_ROWS = (16, 64)
-_B16_NARROW_64 = dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3)
-_B16_WIDE_64 = dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4)
-_WIDE_MIN_N_64 = 8193
-_TARGET_PROGRAMS_64 = 160
+@dataclasses.dataclass(frozen=True)
+class _WideRule:
+    narrow: dict          # tile base up to narrow_max_n output columns
+    wide: dict            # tile base above it
+    narrow_max_n: int
+    target_programs: int  # splits are added until column tiles x splits reach this
+
+
+_WIDE_RULES = {
+    16: _WideRule(dict(block_m=16, block_n=32, block_k=128, num_warps=4, num_stages=4),
+                  dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4), 16383, 200),
+    64: _WideRule(dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3),
+                  dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4), 8192, 160),
+}
 # CPU (Triton interpreter, fp32): few, large programs are what make the interpreter fast.
 _F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
 
@@ -104,18 +109,19 @@ _SMALL_BLOCK_N = (64, 32, 16)
 _SMALL_MIN_TILES = 72
 _SMALL_MAX_K = 4096
 _SMALL_MAX_ELEMS = 16 * 2 ** 20
+_SMALL_TARGET_PROGRAMS = 160  # when K >= 2N splits it (the sweep's value)
 
 
 def decode_gemm_rows() -> int:
     """Activation rows per decode GEMM tile on a GPU, from VOSTI_DECODE_GEMM_ROWS (default 16)."""
     raw = os.environ.get("VOSTI_DECODE_GEMM_ROWS", "").strip() or "16"
-    if raw not in {str(r) for r in _DECODE_GEMM_ROWS}:
+    if not raw.isdigit() or int(raw) not in _WIDE_RULES:
         raise ValueError(f"VOSTI_DECODE_GEMM_ROWS={raw!r}: decode GEMM tiles of "
-                         f"{' or '.join(map(str, _DECODE_GEMM_ROWS))} rows")
+                         f"{' or '.join(map(str, _WIDE_RULES))} rows")
     return int(raw)
 
 
-def _split_for(N: int, K: int, block_n: int, block_k: int, target: int = _TARGET_PROGRAMS) -> int:
+def _split_for(N: int, K: int, block_n: int, block_k: int, target: int) -> int:
     tiles = triton.cdiv(N, block_n)
     split = 1
     while (split < _MAX_SPLIT and tiles * split < target
@@ -130,7 +136,7 @@ def _is_small(N: int, K: int) -> bool:
 
 def _small_config(N: int, K: int) -> MatmulConfig:
     block_n = next((bn for bn in _SMALL_BLOCK_N if triton.cdiv(N, bn) >= _SMALL_MIN_TILES), _SMALL_BLOCK_N[-1])
-    split = _split_for(N, K, block_n, _B16_SMALL["block_k"]) if K >= 2 * N else 1
+    split = _split_for(N, K, block_n, _B16_SMALL["block_k"], _SMALL_TARGET_PROGRAMS) if K >= 2 * N else 1
     return MatmulConfig(block_n=block_n, split_k=split, **_B16_SMALL)
 
 
@@ -143,11 +149,9 @@ def rule_config(N: int, K: int, dtype: torch.dtype, rows: int | None = None) -> 
         return MatmulConfig(block_m=64, block_n=64, block_k=32, split_k=1, num_warps=4, num_stages=3)
     if _is_small(N, K):
         return _small_config(N, K)
-    if (rows or decode_gemm_rows()) == 64:
-        base = _B16_NARROW_64 if N < _WIDE_MIN_N_64 else _B16_WIDE_64
-        return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"], _TARGET_PROGRAMS_64), **base)
-    base = _B16_NARROW if N < _WIDE_MIN_N else _B16_WIDE
-    return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"]), **base)
+    rule = _WIDE_RULES[rows or decode_gemm_rows()]
+    base = rule.narrow if N <= rule.narrow_max_n else rule.wide
+    return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"], rule.target_programs), **base)
 
 
 def _splits(top: int) -> list[int]:
@@ -161,7 +165,7 @@ def rule_configs() -> list[tuple[MatmulConfig, torch.dtype]]:
     small_top = (_SMALL_MAX_K - 1) // _MIN_K_PER_SPLIT  # K // (2 * split) >= 512 before the last doubling
     configs = []
     for dtype in (torch.bfloat16, torch.float16):
-        for base in (_B16_NARROW, _B16_WIDE, _B16_NARROW_64, _B16_WIDE_64):
+        for base in [b for rule in _WIDE_RULES.values() for b in (rule.narrow, rule.wide)]:
             configs += [(MatmulConfig(split_k=split, **base), dtype) for split in _splits(_MAX_SPLIT)]
         configs += [(MatmulConfig(block_n=bn, split_k=split, **_B16_SMALL), dtype)
                     for bn in _SMALL_BLOCK_N for split in _splits(small_top)]
@@ -198,8 +202,9 @@ CATALOG: dict[tuple[int, int, str], MatmulConfig] = _catalog()
 
 def select_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
     """The launch config for a GEMM with N output columns and reduction length K. Never sees M."""
-    found = CATALOG.get((N, K, _dtype_name(dtype))) if decode_gemm_rows() == 16 else None
-    return found if found is not None else rule_config(N, K, dtype)
+    rows = decode_gemm_rows()
+    found = CATALOG.get((N, K, _dtype_name(dtype))) if rows == 16 else None
+    return found if found is not None else rule_config(N, K, dtype, rows)
 
 
 # Prefill tiles of the pointer kernels: 128-row tiles and 8 warps; block_k and split_k stay the config's. A
