@@ -168,8 +168,8 @@ def test_decode_steps_run_decode_tiles_inside_vllm_and_keep_the_logits(tiny_mode
     monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
     launches, alone, together, staggered, paths = run_on_the_split_path(tiny_model_path, monkeypatch)
     assert paths == {"split"}
-    prefill_rows = {config.block_m for tokens, config in launches if tokens > len(PROMPTS)}
-    decode_rows = {config.block_m for tokens, config in launches if tokens <= len(PROMPTS)}
+    prefill_rows = {kw["config"].block_m for tokens, kw in launches if tokens > len(PROMPTS)}
+    decode_rows = {kw["config"].block_m for tokens, kw in launches if tokens <= len(PROMPTS)}
     assert prefill_rows == {32} and decode_rows == {16}, launches
     assert together == alone
     assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]
@@ -177,7 +177,8 @@ def test_decode_steps_run_decode_tiles_inside_vllm_and_keep_the_logits(tiny_mode
 
 
 def run_on_the_split_path(tiny_model_path, monkeypatch):
-    """A real CPU engine on the split path whose attention launches are recorded as (tokens, config): PROMPTS alone,
+    """A real CPU engine on the split path whose attention launches are recorded as (tokens, keyword arguments:
+    config, path, fold...): PROMPTS alone,
     together, and staggered (a prompt twice, then another); returns the launches, the three runs' raw logits and
     the attention paths the model ran."""
     from tests.reference_forward import raw_logits
@@ -190,7 +191,7 @@ def run_on_the_split_path(tiny_model_path, monkeypatch):
     shipped = vosti_backend.paged_attention
 
     def spy(q, *args, **kwargs):
-        launches.append((q.shape[0], kwargs["config"]))
+        launches.append((q.shape[0], dict(kwargs)))
         return shipped(q, *args, **kwargs)
 
     monkeypatch.setattr(vosti_backend, "paged_attention", spy)

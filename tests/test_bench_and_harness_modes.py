@@ -10,7 +10,8 @@ from vosti_plugin.integration.harness import engine as harness_engine
 @pytest.mark.parametrize("mode", bench_modes.MODES)
 def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     for name in ("VOSTI_TALL_GEMM", "VOSTI_TMA_GEMM", "VLLM_BATCH_INVARIANT", "VOSTI_SPLIT_WORKSPACE_SHARE",
-                 "VOSTI_EAGER_STEP_GRID", "VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS"):   # set first so monkeypatch restores the original
+                 "VOSTI_EAGER_STEP_GRID", "VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS",
+                 "VOSTI_PREFILL_FUSED_FROM"):   # set first so monkeypatch restores the original
         monkeypatch.setenv(name, "0")
         monkeypatch.delenv(name)
     bench_modes.prepare_environment(mode)
@@ -21,6 +22,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     assert os.environ.get("VOSTI_EAGER_STEP_GRID") == {"vosti-step-grid": "1", "vosti-model-grid": "0"}.get(mode)
     assert os.environ.get("VOSTI_DECODE_TILE_ROWS") == ("16" if mode in ("vosti-decode16", "vosti-dot16") else None)
     assert os.environ.get("VOSTI_ATTENTION_ROW_SUMS") == ("dot" if mode == "vosti-dot16" else None)
+    assert os.environ.get("VOSTI_PREFILL_FUSED_FROM") == ("512" if mode == "vosti-fused-prefill" else None)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 

@@ -1,139 +1,137 @@
-"""The fused attention path against the split path and its fold, proved on a test variant of the shipped
-kernel (its source with the constexprs of `vosti_plugin.integration.attention_lever` added; built here from the
-shipped file, so it follows every change to it), with real Z3:
+"""The chain that lets one deployment run prefill steps fused in taller tiles and decode steps split
+(VOSTI_PREFILL_FUSED_FROM), proved with real Z3 on the shipped kernel's own goals, and mutants of the kernel on which a
+link fails:
 
-  * FOLD: each segment's partial is loaded from the workspace instead of computed (the tile loop is skipped),
-    then folded by the fused branch's own fold (what the split path's combine would become);
-  * PROBE: the fused branch also stores each segment's partial to the workspace.
-
-Proved: (a) the probe stores equal the split path's partials (64-row split launch against 64- and 128-row
-fused launches); (b) the fused output equals the FOLD output on what the fused launch stored there
-(`fed(...)`); (c) removing the probe stores changes no output. With FOLD as the split path's combine, (a)-(c)
-chain to "a fused prefill row equals the split decode row". A third constexpr, INTERIOR, lets the fused launch
-skip the causal/window and liveness selects on key tiles every valid row of its block sees whole: (d) such a
-launch (64 or 128 rows) gives every row of the masked 64-row launch, and (a)-(b) hold for it too; interior
-bounds one row too loose fail. Production does not ship FOLD or INTERIOR yet: it still proves each path
-separately and runs one per deployment (docs/design.md)."""
-import dataclasses
+  * probe_free: a fused launch that also stores its partials (PROBE, verification only) gives the same rows;
+  * probe_equals_split: those stored partials equal the split launch's partials of the same row (other tile height);
+  * fused_equals_fold: the fused row equals the FOLD launch's row on the partials the fused launch stored;
+  * fold_invariance: a FOLD row depends only on the row's partials, so it is the split path's row.
+"""
 import importlib.util
 import sys
 
 import pytest
 
-from vosti_plugin.integration import attention_lever as lever
+from vosti_plugin.attention import paged_attention as shipped
 from vosti_plugin.verifier.check import check_goal
 from vosti_plugin.verifier.contracts import contract_of
 from vosti_plugin.verifier.frontend import kernel_from_function
 
-CONFIG = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4, "BLOCK_Q": 16,
-          "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32", "ROW_SUMS_BY_DOT": False,
-          "USE_SOFT_CAP": False, "USE_WINDOW": True, "FUSED": True, "PROBE": True, "FOLD": False,
-          "INTERIOR": False}
-ROWS_128 = {"BLOCK_Q": 32, "BLOCK_M": 128}
-ROWS_16 = {"BLOCK_Q": 4, "BLOCK_M": 16}   # a FOLD launch that folds one decode token's heads per program
+SPLIT = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4, "BLOCK_Q": 16,
+         "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32",
+         "ROW_SUMS_BY_DOT": False, "USE_SOFT_CAP": False, "USE_WINDOW": True, "FUSED": False, "FOLD": False,
+         "PROBE": False}
+FUSED_128 = {**SPLIT, "FUSED": True, "BLOCK_Q": 32, "BLOCK_M": 128}   # config.prefill_config of the Llama geometry
+FOLD_1 = {**SPLIT, "FUSED": True, "FOLD": True, "BLOCK_Q": 1, "BLOCK_M": 4}   # config.fold_config
+FOLD_16 = {**FOLD_1, "BLOCK_Q": 4, "BLOCK_M": 16}   # several tokens a program: their segment ranges differ
+PROBE_128 = {**FUSED_128, "PROBE": True}
 
-
-@pytest.fixture(scope="module")
-def variant(tmp_path_factory):
-    return _build(tmp_path_factory, "fold_variant_kernel", lever.INTERIOR_BOUNDS)
-
-
-# Wrong interior bounds: the block's last row instead of its first (keys past the earlier rows go unmasked),
-# and the first row's window start instead of the last row's (keys before the later rows' windows).
-_WRONG_BOUNDS = {
-    "past-first-row": lever.INTERIOR_BOUNDS.replace("interior_hi = context_len + first_local_token",
-                                                    "interior_hi = last_pos"),
-    "before-last-window": lever.INTERIOR_BOUNDS.replace("interior_lo = tl.maximum(last_pos - window + 1, 0)",
-                                                        "interior_lo = first_key"),
+# (name, old, new): a kernel edit that breaks one link of the chain
+_MUTANTS = {
+    # the FOLD launch reads each segment's partial one segment late
+    "fold-reads-next-segment": ("            m_i = tl.load(part_m_ptr + part, mask=row_valid, other=float(\"-inf\"))",
+                                "            m_i = tl.load(part_m_ptr + part + 1, mask=row_valid, other=float(\"-inf\"))"),
+    # the FOLD launch folds every segment of the block, live for the row or not (with one token a program, the
+    # block's segments are the row's: the mutant needs several tokens a program, FOLD_16, to be wrong)
+    "fold-without-liveness": ("            run_m = tl.where(seg_live, fold_m, run_m)",
+                              "            run_m = tl.where(seg_live | FOLD, fold_m, run_m)"),
+    # the probe stores the running fold instead of the segment's own partial
+    "probe-stores-running-max": ("            tl.store(part_m_ptr + part, m_i, mask=row_valid)",
+                                 "            tl.store(part_m_ptr + part, tl.where(FUSED, run_m, m_i), mask=row_valid)"),
 }
 
 
-@pytest.fixture(scope="module", params=sorted(_WRONG_BOUNDS))
-def wrong_variant(request, tmp_path_factory):
-    assert _WRONG_BOUNDS[request.param] != lever.INTERIOR_BOUNDS
-    return _build(tmp_path_factory, f"wrong_interior_{request.param.replace('-', '_')}", _WRONG_BOUNDS[request.param])
+def _goals(kernel):
+    return {g.name: g for g in contract_of(kernel).verif}
 
 
-def _build(tmp_path_factory, name: str, bounds: str):
-    s = lever.apply(lever.SHIPPED.read_text(), lever.kernel_edits(bounds))
-    path = tmp_path_factory.mktemp("variant") / f"{name}.py"
-    path.write_text(s)
-    spec_ = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec_)
-    sys.modules[name] = mod
-    spec_.loader.exec_module(mod)
+@pytest.fixture(scope="module")
+def production():
+    kernel = shipped._paged_attention_segments_kernel
+    return kernel_from_function(kernel), contract_of(kernel), _goals(kernel)
+
+
+def _mutant(tmp_path_factory, name: str):
+    old, new = _MUTANTS[name]
+    source = shipped.__file__
+    text = open(source).read()
+    assert text.count(old) == 1, name
+    path = tmp_path_factory.mktemp("mutant") / f"mutant_{name.replace('-', '_')}.py"
+    path.write_text(text.replace(old, new))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod
+    spec.loader.exec_module(mod)
     kernel = mod._paged_attention_segments_kernel
-    spec = contract_of(kernel)
-    # the probe writes every segment of the block's rows: the workspace holds each sequence's segments
-    bound = "forall(i, 0 <= i < L.num_seqs, L.seq_lens_ptr[i] <= L.num_segments * SEGMENT)"
-    spec = dataclasses.replace(spec, bounds=spec.bounds + (bound,))
-    setattr(kernel, "__vosti_contract__", spec)
-    goals = {g.name: g for g in spec.verif}
-    live = "forall(h, 0 <= h < HQ, forall(g, (" + mod._LO + ") // SEGMENT <= g <= p // SEGMENT, {c}))"
-    fed = tuple(live.format(c=c) for c in (
-        "fed(L.part_m_ptr[x, h, g], R.part_m_ptr[y, h, g])", "fed(L.part_l_ptr[x, h, g], R.part_l_ptr[y, h, g])",
-        "forall(d, 0 <= d < HEAD_DIM, fed(L.part_acc_ptr[x, h, g, d], R.part_acc_ptr[y, h, g, d]))"))
-    row = goals["causal_row_invariance"]
-    split = goals["causal_segment_partials"]
-    chain = {
-        "fused_equals_fold": dataclasses.replace(row, pre=row.pre + fed,
-                                                across=("PROBE", "FOLD", "BLOCK_Q", "BLOCK_M", "INTERIOR")),
-        "probe_equals_split": dataclasses.replace(
-            split, when="", across=("FUSED", "PROBE", "BLOCK_Q", "BLOCK_M", "INTERIOR"),
-            witness=tuple((s_, v, "0" if (s_, v) == ("L", "pid2") else e) for s_, v, e in split.witness)),
-        "probe_free": dataclasses.replace(row, across=("PROBE",)),
-        "interior_free": dataclasses.replace(row, across=("INTERIOR", "BLOCK_Q", "BLOCK_M")),
-    }
-    return kernel_from_function(kernel), spec, chain
+    return kernel_from_function(kernel), contract_of(kernel), _goals(kernel)
 
 
-def _check(variant, goal, left, right):
-    ir, spec, chain = variant
-    return check_goal(ir, spec, chain[goal], {**CONFIG, **left}, right_config={**CONFIG, **right}, timeout_ms=5000)
+def _check(variant, goal: str, left: dict, right: dict | None = None):
+    ir, spec, goals = variant
+    return check_goal(ir, spec, goals[goal], left, right_config=right, timeout_ms=5000)
 
 
-@pytest.mark.parametrize("fused_rows", [{}, ROWS_128])
-def test_probe_stores_equal_the_split_partials(variant, fused_rows):
-    rep = _check(variant, "probe_equals_split", fused_rows, {"FUSED": False, "PROBE": False})
+@pytest.mark.parametrize("window", [True, False])
+@pytest.mark.parametrize("goal,left,right", [
+    ("probe_free", PROBE_128, FUSED_128),
+    ("probe_equals_split", PROBE_128, SPLIT),
+    ("fused_equals_fold", PROBE_128, FOLD_1),
+    ("fused_equals_fold", PROBE_128, FOLD_16),
+    ("fold_invariance", FOLD_1, None),
+    ("causal_row_invariance", FUSED_128, None),
+])
+def test_each_link_of_the_chain_is_proved(production, goal, left, right, window):
+    flag = {"USE_WINDOW": window}
+    rep = _check(production, goal, {**left, **flag}, {**right, **flag} if right else None)
     assert rep.status == "proved", rep.failure
 
 
-@pytest.mark.parametrize("fold_rows", [{}, ROWS_128, ROWS_16])
-def test_fused_output_equals_the_fold_of_what_it_stored(variant, fold_rows):
-    rep = _check(variant, "fused_equals_fold", {}, {"PROBE": False, "FOLD": True, **fold_rows})
-    assert rep.status == "proved", rep.failure
+def test_the_goals_select_their_pairs(production):
+    """Each chain goal is proved on the catalog pairs its `when`/`right_when` pick, not on the others."""
+    _ir, _spec, goals = production
+    picks = {name: {r for r, cfg in (("fused", FUSED_128), ("fold", FOLD_1), ("split", SPLIT))
+                    if goals[name].applies(PROBE_128) and goals[name].applies_right(cfg)}
+             for name in ("probe_free", "probe_equals_split", "fused_equals_fold")}
+    assert picks == {"probe_free": {"fused"}, "probe_equals_split": {"split"}, "fused_equals_fold": {"fold"}}
+    assert not goals["causal_row_invariance"].applies(FOLD_1) and goals["fold_invariance"].applies(FOLD_1)
 
 
-def test_the_probe_stores_change_no_output(variant):
-    assert _check(variant, "probe_free", {}, {"PROBE": False}).status == "proved"
+def test_without_the_probe_the_fold_input_is_not_the_fused_launchs(production):
+    rep = _check(production, "fused_equals_fold", FUSED_128, FOLD_1)
+    assert rep.status == "failed" and rep.failure.name == "coverage", rep
 
 
-def test_without_probe_stores_the_fold_input_is_not_the_fused_launchs(variant):
-    rep = _check(variant, "fused_equals_fold", {"PROBE": False}, {"PROBE": False, "FOLD": True})
-    assert rep.status == "failed" and rep.failure.name == "coverage"
-
-
-INTERIOR_128 = {"INTERIOR": True, **ROWS_128}
-
-
-@pytest.mark.parametrize("fused", [{"INTERIOR": True}, INTERIOR_128])
-def test_interior_tiles_without_selects_change_no_row(variant, fused):
-    """A fused launch whose interior tiles skip the selects gives every row of the masked 64-row launch."""
-    rep = _check(variant, "interior_free", fused, {})
-    assert rep.status == "proved", rep.failure
-
-
-def test_probe_stores_of_an_interior_launch_equal_the_split_partials(variant):
-    rep = _check(variant, "probe_equals_split", INTERIOR_128, {"FUSED": False, "PROBE": False})
-    assert rep.status == "proved", rep.failure
-
-
-def test_interior_fused_output_equals_the_fold_of_what_it_stored(variant):
-    rep = _check(variant, "fused_equals_fold", INTERIOR_128, {"PROBE": False, "FOLD": True})
-    assert rep.status == "proved", rep.failure
-
-
-@pytest.mark.parametrize("fused", [{"INTERIOR": True}, INTERIOR_128])
-def test_interior_bounds_that_let_a_row_see_an_unmasked_key_fail(wrong_variant, fused):
-    rep = _check(wrong_variant, "interior_free", fused, {})
+@pytest.mark.parametrize("mutant,goal,left,right", [
+    ("fold-reads-next-segment", "fused_equals_fold", PROBE_128, FOLD_1),
+    ("fold-reads-next-segment", "fold_invariance", FOLD_1, None),
+    ("fold-without-liveness", "fused_equals_fold", PROBE_128, FOLD_16),
+    ("probe-stores-running-max", "probe_equals_split", PROBE_128, SPLIT),
+])
+def test_a_broken_link_fails(tmp_path_factory, mutant, goal, left, right):
+    rep = _check(_mutant(tmp_path_factory, mutant), goal, left, right)
     assert rep.status == "failed", rep
+
+
+def test_the_catalog_chains_every_fused_prefill_launch(monkeypatch):
+    """With the switch on, every fused prefill launch config of the catalog has the three chain pairs, each with its
+    rows recorded for the launched config; off, the catalog has none."""
+    import json
+
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "512")
+    entry = shipped.verifier_catalog()[0]
+    launched = {json.dumps(c, sort_keys=True) for c, _fam in entry["configs"]}
+    chained: dict[str, set] = {}
+    for pair in entry["cross"]:
+        if len(pair) == 4:
+            left, right, _fam, row = pair
+            assert left == {**row, "PROBE": True} and json.dumps(row, sort_keys=True) in launched
+            kind = "fold" if right["FOLD"] else "fused" if right["FUSED"] else "split"
+            chained.setdefault(json.dumps(row, sort_keys=True), set()).add(kind)
+    fused_prefill = {json.dumps(c, sort_keys=True) for c, fam in entry["configs"]
+                     if c["FUSED"] and not c["FOLD"] and c["BLOCK_M"] == fam["block_m"] and fam["block_m"] > 32
+                     and fam["num_warps"] == 8 and c["HEAD_DIM"] <= 128}
+    assert fused_prefill and fused_prefill <= set(chained)
+    assert all(kinds == {"fold", "fused", "split"} for kinds in chained.values())
+    monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM")
+    assert not any(len(p) == 4 for p in shipped.verifier_catalog()[0]["cross"])
+

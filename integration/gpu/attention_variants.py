@@ -34,33 +34,18 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from vosti_plugin.attention import paged_attention as shipped  # noqa: E402
-from vosti_plugin.attention.config import select_config  # noqa: E402
+from vosti_plugin.attention.config import fold_config, prefill_config, select_config  # noqa: E402
 from vosti_plugin.attention.paged_batch import build_paged_batch, random_request  # noqa: E402
-from vosti_plugin.integration import attention_lever as lever  # noqa: E402
 
 SOURCE = shipped.__file__
-_Q_LOAD = """    q = tl.load(
-        q_ptr + token[:, None] * stride_qt + q_head[:, None] * stride_qh + dims[None, :],
-        mask=row_valid[:, None] & dim_ok[None, :],
-        other=0.0,
-    )
+# the tile loops' code sits in the segment loop's `else` of FOLD (16 spaces in)
+_LIVE_SELECTS = """                m_i = tl.where(tile_live, m_new, m_i)
+                l_i = tl.where(tile_live, l_new, l_i)
+                acc = tl.where(tile_live[:, None], acc_new, acc)
 """
-_EARLY_EXIT = """    if seg_end * SEGMENT <= first_key:
-        return
-"""
-_ALLOWED = ("            allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])\n")
-_ALLOWED_NO_WINDOW = (
-    "            if USE_WINDOW:\n"
-    "                allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])\n"
-    "            else:\n"
-    "                allowed = key_pos[None, :] <= row_pos[:, None]\n")
-_LIVE_SELECTS = """            m_i = tl.where(tile_live, m_new, m_i)
-            l_i = tl.where(tile_live, l_new, l_i)
-            acc = tl.where(tile_live[:, None], acc_new, acc)
-"""
-_NO_SELECTS = """            m_i = m_new
-            l_i = l_new
-            acc = acc_new
+_NO_SELECTS = """                m_i = m_new
+                l_i = l_new
+                acc = acc_new
 """
 # The combine over a block of heads of one token (all heads of a token share the segment range).
 _COMBINE_HEADS = '''
@@ -126,68 +111,16 @@ def _combine_heads_edits(heads: int, warps: int) -> tuple[list[tuple[str, str]],
              ("\n\ndef num_kv_segments", _COMBINE_HEADS + "\n\ndef num_kv_segments")], True)
 
 
-_PAGE_LOAD = "            page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n"
-# a tile inside one page (PAGE_SIZE a multiple of BLOCK_N) needs one block-table entry, loaded as a scalar; not shipped:
-# with PAGE_SIZE symbolic in the proof, the branch makes each attention proof group ~4x slower (13.7 s -> 64 s)
-_PAGE_PER_TILE = (
-    "            if PAGE_SIZE % BLOCK_N == 0:\n"
-    "                page = tl.load(block_table_row + (tile * BLOCK_N) // PAGE_SIZE).to(tl.int64)\n"
-    "            else:\n"
-    "                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n")
-_TILE_LOOP = "        for tile in range(whole_end, tile_end):\n"  # the masked tile loop
-_TILE_HEAD = (_TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-              "            key_valid = key_pos <= last_pos\n" + _PAGE_LOAD)
-# the next tile's page ids are loaded one iteration ahead (a loop-carried integer tile)
-_PREFETCH_VECTOR = (
-    "        first_keys = whole_end * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-    "        next_page = tl.load(block_table_row + first_keys // PAGE_SIZE, mask=first_keys <= last_pos, other=0)\n"
-    + _TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-    "            key_valid = key_pos <= last_pos\n"
-    "            page = next_page.to(tl.int64)\n"
-    "            next_keys = key_pos + BLOCK_N\n"
-    "            next_page = tl.load(block_table_row + next_keys // PAGE_SIZE, mask=next_keys <= last_pos, other=0)\n")
-_PREFETCH_SCALAR = (  # one block-table entry per tile when a tile lies inside one page, else the vector prefetch
-    "        if PAGE_SIZE % BLOCK_N == 0:\n"
-    "            next_page = tl.load(block_table_row + (whole_end * BLOCK_N) // PAGE_SIZE, mask=whole_end < tile_end,\n"
-    "                                other=0)\n"
-    "        else:\n"
-    "            first_keys = whole_end * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-    "            next_page = tl.load(block_table_row + first_keys // PAGE_SIZE, mask=first_keys <= last_pos, other=0)\n"
-    + _TILE_LOOP + "            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)\n"
-    "            key_valid = key_pos <= last_pos\n"
-    "            page = next_page.to(tl.int64)\n"
-    "            if PAGE_SIZE % BLOCK_N == 0:\n"
-    "                next_page = tl.load(block_table_row + ((tile + 1) * BLOCK_N) // PAGE_SIZE, mask=tile + 1 < tile_end,\n"
-    "                                    other=0)\n"
-    "            else:\n"
-    "                next_keys = key_pos + BLOCK_N\n"
-    "                next_page = tl.load(block_table_row + next_keys // PAGE_SIZE, mask=next_keys <= last_pos, other=0)\n")
-# split programs take segments slot, slot + SLOTS, ...: the grid no longer grows with max_model_len
-_SPLIT_ONE_SEGMENT = """    else:
-        seg_begin = tl.program_id(2)
-        seg_end = seg_begin + 1
-"""
-_SPLIT_SLOTS = """    else:
-        slot = tl.program_id(2)
-        seg_begin = slot + tl.maximum(first_key // SEGMENT - slot + SEG_SLOTS - 1, 0) // SEG_SLOTS * SEG_SLOTS
-        seg_end = last_pos // SEGMENT + 1
-"""
-_GRID = "    grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else num_segments)\n"
+_PAGE_LOAD = "                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n"
+_TILE_LOOP = "            for tile in range(whole_end, tile_end):\n"  # the masked tile loop
 
 
-def _slots_edits(slots: int) -> list[tuple[str, str]]:
-    return [(_SPLIT_ONE_SEGMENT, _SPLIT_SLOTS),
-            ("    for seg in range(seg_begin, seg_end):\n",
-             "    for seg in range(seg_begin, seg_end, 1 if FUSED else SEG_SLOTS):\n"),
-            ("    FUSED: tl.constexpr,\n", "    FUSED: tl.constexpr,\n    SEG_SLOTS: tl.constexpr,\n"),
-            ("        FUSED=fused,\n        DOT_PRECISION=", f"        FUSED=fused,\n        SEG_SLOTS={slots},\n        DOT_PRECISION="),
-            (_GRID, _GRID.replace("num_segments)", f"min(num_segments, {slots}))"))]
 _COMBINE_LOOP = "    for seg in range(lo // SEGMENT, pos // SEGMENT + 1):\n"
 _COMBINE_WARPS = "            num_warps=1,\n            num_stages=1,\n"
 
 
 def _tile_stages(n: int) -> list[tuple[str, str]]:
-    return [(_TILE_LOOP, f"        for tile in tl.range(whole_end, tile_end, num_stages={n}):\n")]
+    return [(_TILE_LOOP, f"            for tile in tl.range(whole_end, tile_end, num_stages={n}):\n")]
 
 
 def _combine_edits(warps: int, stages: int) -> list[tuple[str, str]]:
@@ -197,38 +130,7 @@ def _combine_edits(warps: int, stages: int) -> list[tuple[str, str]]:
     return out
 
 
-_SEG_LOOP = "    for seg in range(seg_begin, seg_end):\n"
-_AFTER_SEG_LOOP = "    if FUSED:\n        result = run_acc / run_l[:, None]\n"
-
-
-def _peeled_slots_edits(slots: int, body_edits: tuple = ()) -> list[tuple[str, str]]:
-    """Split programs take segment `slot` as one straight segment (no outer loop), then slot + SLOTS, ... in a
-    second copy of the segment code: the common case (max_model_len <= SLOTS segments) has no outer loop."""
-    src = open(SOURCE).read()
-    body = src[src.index(_SEG_LOOP) + len(_SEG_LOOP):src.index(_AFTER_SEG_LOOP)]
-    for old, new in body_edits:
-        body = body.replace(old, new)
-    extra = ("    if not FUSED:\n"
-             "        for seg in range(seg_begin + SEG_SLOTS, last_pos // SEGMENT + 1, SEG_SLOTS):\n"
-             + "".join("    " + line if line.strip() else line for line in body.splitlines(keepends=True)))
-    split = """    else:
-        slot = tl.program_id(2)
-        seg_begin = slot + tl.maximum(first_key // SEGMENT - slot + SEG_SLOTS - 1, 0) // SEG_SLOTS * SEG_SLOTS
-        seg_end = seg_begin + 1
-"""
-    return [(_SPLIT_ONE_SEGMENT, split), (_AFTER_SEG_LOOP, extra + _AFTER_SEG_LOOP),
-            ("    FUSED: tl.constexpr,\n", "    FUSED: tl.constexpr,\n    SEG_SLOTS: tl.constexpr,\n"),
-            ("        FUSED=fused,\n        DOT_PRECISION=", f"        FUSED=fused,\n        SEG_SLOTS={slots},\n        DOT_PRECISION="),
-            (_GRID, _GRID.replace("num_segments)", f"min(num_segments, {slots}))"))]
-
-
-def _lever_edits(interior_fused: bool, fold_rows: int = 0) -> list[tuple[str, str]]:
-    """The prefill lever as proved (attention_lever): FOLD as the split path's combine (its launch in tiles of
-    `fold_rows` rows, or the split launch's), INTERIOR on fused launches."""
-    return lever.kernel_edits() + lever.fold_combine_launch_edits(open(SOURCE).read(), interior_fused, fold_rows)
-
-
-_NO_MASK_SELECTS = [("            scores = tl.where(allowed, scores, float(\"-inf\"))\n", ""),
+_NO_MASK_SELECTS = [("                scores = tl.where(allowed, scores, float(\"-inf\"))\n", ""),
                     (_LIVE_SELECTS, _NO_SELECTS)]
 _M128 = {"block_m": 128, "num_warps": 8}
 
@@ -237,46 +139,14 @@ _M128 = {"block_m": 128, "num_warps": 8}
 # the dot, not tl.sum's layout tree
 _DOT = {"row_sums_by_dot": True}
 
-_WHOLE_LOOP = "        for tile in range(tile_begin, whole_end):\n"  # the unmasked loop (tiles every row sees whole)
-_LAUNCH_NO_FMA = "        enable_fp_fusion=False,\n    )\n    if not fused:\n"
+_WHOLE_LOOP = "            for tile in range(tile_begin, whole_end):\n"  # the unmasked loop (tiles every row sees whole)
+_LAUNCH_NO_FMA = "        enable_fp_fusion=False,\n    )\n\n\ndef paged_attention("
 
 
 def _whole_loop(**options) -> list[tuple[str, str]]:
     args = "".join(f", {k}={v}" for k, v in options.items())
-    return [(_WHOLE_LOOP, f"        for tile in tl.range(tile_begin, whole_end{args}):\n")]
+    return [(_WHOLE_LOOP, f"            for tile in tl.range(tile_begin, whole_end{args}):\n")]
 
-
-_WHOLE_STEP = ("            m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N, "
-               "ROW_SUMS_BY_DOT)\n")
-
-
-def _whole_body() -> str:
-    """The shipped whole-tile loop's body up to its softmax step, as the kernel source writes it."""
-    with open(SOURCE) as fh:
-        src = fh.read()
-    start = src.index(_WHOLE_LOOP) + len(_WHOLE_LOOP)
-    return src[start:src.index(_WHOLE_STEP, start)]
-
-
-_WHOLE_BODY = _whole_body()
-
-
-def _indent(text: str, by: str) -> str:
-    return "".join(by + line if line.strip() else line for line in text.splitlines(keepends=True))
-
-
-# FA3's intra-warpgroup overlap by hand: the next tile's scores MMA is issued before this tile's softmax, so the
-# tensor cores can run it while the warps exponentiate; each tile's arithmetic and its order are unchanged
-_SCORES_AHEAD = [(_WHOLE_LOOP + _WHOLE_BODY + _WHOLE_STEP,
-                  "        if whole_end > tile_begin:\n            tile = tile_begin\n" + _WHOLE_BODY
-                  + "            for tile_ahead in range(tile_begin + 1, whole_end):\n"
-                  + _indent(_WHOLE_BODY.replace("tile * BLOCK_N", "tile_ahead * BLOCK_N")
-                            .replace(" k = ", " k_ahead = ").replace(" v = ", " v_ahead = ")
-                            .replace("_tile_scores(q, k,", "_tile_scores(q, k_ahead,")
-                            .replace(" scores = ", " scores_ahead = "), "    ")
-                  + _indent(_WHOLE_STEP, "    ")
-                  + "                scores = scores_ahead\n                v = v_ahead\n"
-                  + _WHOLE_STEP)]
 
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
@@ -288,25 +158,13 @@ VARIANTS: dict[str, tuple] = {
     "combine w1, loop 2 stages": (_combine_edits(1, 2), True),
     "combine w4, loop 3 stages": (_combine_edits(4, 3), True),
     "combine 8 heads w4": _combine_heads_edits(8, 4),
-    "one page load per tile": ([(_PAGE_LOAD, _PAGE_PER_TILE)], True),
-    "prefetch page ids": ([(_TILE_HEAD, _PREFETCH_VECTOR)], True),
-    "prefetch one page id per tile": ([(_TILE_HEAD, _PREFETCH_SCALAR)], True),
-    "segment slots 16": (_slots_edits(16), True),
-    "segment slots 32": (_slots_edits(32), True),
-    "slots 32 + prefetch one page id": (_slots_edits(32) + [(_TILE_HEAD, _PREFETCH_SCALAR)], True),
-    "peeled slots 16": (_peeled_slots_edits(16), True),
-    "peeled slots 32": (_peeled_slots_edits(32), True),
     "max_seq_len reduced per call": ([("    if max_seq_len is None:\n", "    if True:\n")], True),
     "tiles of 128 rows, 8 warps": ([], True, _M128),
     "tiles of 128 rows, 8 warps, 3 stages": ([], True, {**_M128, "num_stages": 3}),
-    "lever: fold combine": (_lever_edits(False), True),
-    "lever: fold combine, fused interior": (_lever_edits(True), True),
-    "lever: fold combine, fused interior, 128 rows, 8 warps": (_lever_edits(True), True, _M128),
-    # the lever as it would deploy: decode on the split path with a 16-row FOLD combine (one token's heads per
-    # program, as the combine kernel), prefill on the fused path in 128-row tiles (the split path keeps 64)
-    "lever: 16-row fold combine": (_lever_edits(False, 16), True),
-    "lever: 16-row fold combine, fused 128 rows, 8 warps": (_lever_edits(False, 16), True,
-                                                            {**_M128, "fused_only": True}),
+    # the deployment VOSTI_PREFILL_FUSED_FROM makes (config.prefill_config, config.fold_config): the split path's
+    # combine as a FOLD launch; prefill steps fused in taller tiles
+    "FOLD combine": ([], True, {"fold": True}),
+    "fused prefill, FOLD combine": ([], True, {"fold": True, "prefill_fused": True}),
     # tile height changes prefill bits on the H200 (session 19, Gemma-3-4B heads): decode-only candidates
     "tiles of 16 rows": ([], False, {"block_m": 16}),
     "tiles of 16 rows, 3 stages": ([], False, {"block_m": 16, "num_stages": 3}),
@@ -328,15 +186,13 @@ VARIANTS: dict[str, tuple] = {
     # prefill: what the unmasked loop's schedule and the contraction ban cost
     "whole loop warp-specialized": (_whole_loop(warp_specialize=True), True),
     "whole loop 3 stages": (_whole_loop(num_stages=3), True),
-    "scores one tile ahead": (_SCORES_AHEAD, True),
-    "scores one tile ahead, 128 rows, 8 warps, fused": (_SCORES_AHEAD, True, {**_M128, "fused_only": True}),
     "whole loop 3 stages, 128 rows, 8 warps, fused": (_whole_loop(num_stages=3), True, {**_M128, "fused_only": True}),
     # row sums by dot make the bits independent of tile height (H200, session 21): prefill in 128-row fused tiles?
     "row sums by dot, tiles of 128 rows, 8 warps, fused (other bits)": ([], False,
                                                                         {**_DOT, **_M128, "fused_only": True}),
     "fp fusion on (other bits)": ([(_LAUNCH_NO_FMA, _LAUNCH_NO_FMA.replace("False", "True"))], False),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
-    "upper bound: identity pages": ([(_PAGE_LOAD, "            page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
+    "upper bound: identity pages": ([(_PAGE_LOAD, "                page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
     "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
                                 False),
 }
@@ -368,6 +224,17 @@ class LaunchedKernels:
                                   "shared": k.metadata.shared, "warps": k.metadata.num_warps}
 
 
+def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int):
+    """A variant's (launch config, path, FOLD config): "prefill_fused" runs prefill cases fused in
+    config.prefill_config's tiles, "fold" gives split launches a FOLD combine (config.fold_config); the other fields
+    replace the shipped config's."""
+    fields = dict(fields)
+    fold = fold_config(config, head_dim) if fields.pop("fold", False) else None
+    if fields.pop("prefill_fused", False) and mode == "prefill":
+        return prefill_config(config, head_dim), "fused", None
+    return variant_config(config, fields, path), path, fold if path == "split" else None
+
+
 def variant_config(config, fields: dict, path: str):
     """A variant's launch config: the shipped one with the variant's fields; "fused_only" tile fields apply to
     fused launches only (the row sums to every launch), and block_q follows block_m."""
@@ -379,8 +246,17 @@ def variant_config(config, fields: dict, path: str):
     return dataclasses.replace(config, **fields)
 
 
+def apply(source: str, edits: list[tuple[str, str]], what: str) -> str:
+    """`source` with each (old, new) edit made; an anchor found other than once raises (the kernel changed)."""
+    for old, new in edits:
+        if source.count(old) != 1:
+            raise ValueError(f"{what} changed: edit anchor found {source.count(old)} times: {old[:70]!r}")
+        source = source.replace(old, new)
+    return source
+
+
 def load_variant(name: str, edits: list[tuple[str, str]], tmp: str, source: str = SOURCE):
-    src = lever.apply(open(source).read(), edits, f"variant {name!r}: the shipped kernel")
+    src = apply(open(source).read(), edits, f"variant {name!r}: the shipped kernel")
     path = os.path.join(tmp, "variant_" + "".join(c if c.isalnum() else "_" for c in name) + ".py")
     with open(path, "w") as f:
         f.write(src)
@@ -470,16 +346,19 @@ def main() -> int:
         ref = None
         for name, mod in mods.items():
             out = batch.empty_out()
-            vcfg = variant_config(cfg, VARIANTS[name][2] if len(VARIANTS[name]) > 2 else {}, path)
+            vcfg, vpath, vfold = variant_launch(cfg, VARIANTS[name][2] if len(VARIANTS[name]) > 2 else {}, path,
+                                                mode, dim)
 
             # a step's longest sequence is reduced once per step and shared by its layers
-            per_step = {"max_seq_len": step_max} if "max_seq_len" in inspect.signature(mod.paged_attention).parameters \
-                else {}
+            params = inspect.signature(mod.paged_attention).parameters
+            per_step = {"max_seq_len": step_max} if "max_seq_len" in params else {}
+            if vfold is not None:
+                per_step["fold"] = vfold
 
-            def call(mod=mod, out=out, vcfg=vcfg, per_step=per_step):
+            def call(mod=mod, out=out, vcfg=vcfg, vpath=vpath, per_step=per_step):
                 mod.paged_attention(batch.q, batch.k_cache, batch.v_cache, block_table, batch.seq_lens,
                                     batch.query_start_loc, out, scale=dim ** -0.5, config=vcfg,
-                                    sliding_window=window, max_seqlen_k=max_model_len, workspace=ws, path=path,
+                                    sliding_window=window, max_seqlen_k=max_model_len, workspace=ws, path=vpath,
                                     **per_step)
             try:
                 with LaunchedKernels() as launched:

@@ -16,8 +16,9 @@
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
 # prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), decode-parts (#20: a decode
-# step by part as replayed graphs, no vLLM), attention-lever (#20: the
-# proved prefill attention lever against the shipped kernel, no vLLM needed), attention-prefill (#20: the unmasked
+# step by part as replayed graphs, no vLLM), attention-both-paths (#20: VOSTI_PREFILL_FUSED_FROM's FOLD combine
+# and fused prefill tiles against the shipped kernel, no vLLM), harness-fused-prefill and bench-fused-prefill (the
+# same deployment under the four classes, and timed against vosti and default), attention-prefill (#20: the unmasked
 # loop's schedule and the FMA ban's cost, no vLLM), decode-tiles-gpu (no vLLM), harness-decode16 and bench-decode16 (#20: decode-only steps in
 # 16-row attention tiles, VOSTI_DECODE_TILE_ROWS=16, under the four classes and timed against vosti and default),
 # harness-dot16 (the same tiles on the config's warps with row sums by dot, VOSTI_ATTENTION_ROW_SUMS=dot), harness-decode-modes
@@ -172,12 +173,22 @@ for step in $STEPS; do
     attention-variants-gemma)   # Gemma-3-4B's window and global layers: decode latency variants, bits kept or not (#20)
       timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;tiles of 16 rows;tiles of 16 rows, 3 stages;tiles of 32 rows;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
         --out "$R/attention-variants-gemma.json" > "$R/attention-variants-gemma.log" 2>&1; log "attention-variants-gemma rc=$?" ;;
-    attention-lever)   # the prefill lever as it would deploy (#20): decode split with a 16-row FOLD combine, prefill fused in 128-row tiles; Llama then Gemma heads
+    attention-both-paths)   # VOSTI_PREFILL_FUSED_FROM's launches (#20): decode split with a FOLD combine, prefill fused in taller tiles; Llama then Gemma heads
       for g in llama31-8b gemma3-4b; do
         timeout 300 python3 integration/gpu/attention_variants.py --geometry $g \
-          --variants "lever: fold combine;lever: 16-row fold combine;lever: 16-row fold combine, fused 128 rows, 8 warps;tiles of 128 rows, 8 warps" \
-          --out "$R/attention-lever-$g.json" > "$R/attention-lever-$g.log" 2>&1
-      done; log "attention-lever done" ;;
+          --variants "FOLD combine;fused prefill, FOLD combine;combine w4" \
+          --out "$R/attention-both-paths-$g.json" > "$R/attention-both-paths-$g.log" 2>&1
+      done; log "attention-both-paths done" ;;
+    harness-fused-prefill)   # every multi-token prefill step fused, the rest split with a FOLD combine, under the four classes (#20)
+      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-fused-prefill,default \
+        --per-gpu 4 --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-fused-prefill" \
+        > "$R/harness-fused-prefill.log" 2>&1; log "harness-fused-prefill rc=$?" ;;
+    bench-fused-prefill)   # prefill and decode with VOSTI_PREFILL_FUSED_FROM=512 vs vosti vs stock default, batch 4 (#20)
+      for m in ${FUSED_PREFILL_MODELS:-llama31-8b}; do
+        env OUT="$R/bench-fused-prefill-$m" MODEL=$m BENCH_MODES="vosti-fused-prefill vosti default" \
+          CONTEXTS=1024,8192,16384 BATCHES=4 DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
+          > "$R/bench-fused-prefill-$m.log" 2>&1
+      done; log "bench-fused-prefill done" ;;
     bench-attn)   # prefill/decode after an attention change: vosti vs stock default at 1K/8K/16K, batch 4 (#20)
       env OUT="$R/bench-attn" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192,16384 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-attn.log" 2>&1; log "bench-attn done" ;;

@@ -148,6 +148,44 @@ def decode_config(config: AttentionLaunchConfig, rows: int) -> AttentionLaunchCo
     return dataclasses.replace(config, block_m=block_m, block_q=block_m // config.group, num_warps=warps)
 
 
+# Prefill steps on the fused path in taller tiles, decode steps on the split path (VOSTI_PREFILL_FUSED_FROM=N: steps
+# of at least N query tokens, one of them a prefill, run fused). One deployment then runs both paths for the same
+# rows, which the verifier proves through the FOLD launch mode (paged_attention's contract: a fused row equals the
+# FOLD of the split partials of that row, whatever the two launches' tile heights); the split path's combine is
+# then a FOLD launch. Whether the GPU's row sums keep their bits in the taller tile is a platform fact, checked at
+# startup (launch.host_numerics). Off until the H200 has timed it.
+FUSED_PREFILL_ENV = "VOSTI_PREFILL_FUSED_FROM"
+
+
+def fused_prefill_from() -> int:
+    """Query tokens from which a step with a prefill runs the fused path (0: every step runs the deployment's path)."""
+    raw = os.environ.get(FUSED_PREFILL_ENV, "").strip()
+    if not raw.isdigit():
+        if raw:
+            raise ValueError(f"{FUSED_PREFILL_ENV}={raw!r}: a number of query tokens (0 or unset: off)")
+        return 0
+    return int(raw)
+
+
+def prefill_config(config: AttentionLaunchConfig, head_dim: int) -> AttentionLaunchConfig:
+    """The fused prefill launch of a config: tiles of twice the rows on twice the warps (each warp keeps the rows it
+    holds in the config's tiles, so a row sum reduces in the same tree) where that stays within 8 warps and the
+    head dim is at most 128 (head dim 256 spills in 128-row tiles: results/cpu-sm90-static); else the config."""
+    warps = config.num_warps * 2
+    if head_dim > 128 or warps > 8:
+        return config
+    block_m = config.block_m * 2
+    return dataclasses.replace(config, block_m=block_m, block_q=block_m // config.group, num_warps=warps)
+
+
+def fold_config(config: AttentionLaunchConfig, head_dim: int) -> AttentionLaunchConfig:
+    """The FOLD combine's launch of a config: one token's query heads per program (as the combine kernel's one row),
+    a warp for every 512 fp32 of the tile's (rows x head dim) partial, at most 8."""
+    width = next_power_of_two(head_dim)
+    warps = min(8, max(1, config.group * width // 512))
+    return dataclasses.replace(config, block_m=config.group, block_q=1, num_warps=warps)
+
+
 # How a tile sums its softmax rows. "sum" (tl.sum) reduces in a tree that follows the tile's layout, so on the
 # H200 16- and 64-row tiles give other bits; "dot" (an MMA against ones, on the 16-bit probabilities the values'
 # dot reads) gave 16- and 64-row tiles one digest in all 57 cases of session 21, and other bits than "sum".

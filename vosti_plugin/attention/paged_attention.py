@@ -92,7 +92,9 @@ _INT32_OFFSETS = tuple(c.format(S=S) for S in "LR" for c in (
     "(HQ - 1) * {S}.stride_qh < 2147483648", "(HQ - 1) * {S}.stride_oh < 2147483648",
     "(PAGE_SIZE - 1) * {S}.stride_kp < 2147483648", "(HKV - 1) * {S}.stride_kh < 2147483648",
     "(PAGE_SIZE - 1) * {S}.stride_vp < 2147483648", "(HKV - 1) * {S}.stride_vh < 2147483648",
-    "{S}.NSEG == {S}.num_segments"))  # the split workspace holds num_segments partials per row and head
+    "{S}.NSEG == {S}.num_segments",  # the split workspace holds num_segments partials per row and head
+    # and so every segment of the launch's sequences (num_segments follows the longest sequence)
+    "forall(i, 0 <= i < {S}.num_seqs, {S}.seq_lens_ptr[i] <= {S}.num_segments * SEGMENT)"))
 _LO = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
 _KV_EQUAL = tuple(
     f"forall(j, {_LO} <= j <= p, L.{t}[L.block_table_ptr[sL, j // PAGE_SIZE], j % PAGE_SIZE, :, :] == "
@@ -147,21 +149,44 @@ def _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION: tl.constexpr, 
     return m_new, l_new, acc_new
 
 
+_FUSED_WITNESS = {S: {**{k: v.format(S=S, s=s, r=r, h="e1") for k, v in _WRITER.items()}, "pid2": "0"}
+                  for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}
+_SPLIT_WITNESS = {S: {**{k: v.format(S=S, s=s, r=r, h="h") for k, v in _WRITER.items()}, "pid2": "g", "seg": "g"}
+                  for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}
+_ROW_INPUTS_EQUAL = _ROW_PRE + ("L.q_ptr[x, :, :] == R.q_ptr[y, :, :]",) + _KV_EQUAL
+_SEGMENTS_ON_GRID = ("p // SEGMENT < L.num_segments", "p // SEGMENT < R.num_segments")
+_OUT_EQUAL = ("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",)
+# the right launch reads, at row y's partial of segment g, what the left launch stored at row x's
+_FED_PARTIALS = tuple(
+    f"forall(h, 0 <= h < HQ, forall(g, ({_LO}) // SEGMENT <= g <= p // SEGMENT, {c}))" for c in (
+        "fed(L.part_m_ptr[x, h, g], R.part_m_ptr[y, h, g])", "fed(L.part_l_ptr[x, h, g], R.part_l_ptr[y, h, g])",
+        "forall(d, 0 <= d < HEAD_DIM, fed(L.part_acc_ptr[x, h, g, d], R.part_acc_ptr[y, h, g, d]))"))
+
+
+# Three launch modes: split (FUSED off: a program per segment stores its partial), fused (a program folds its
+# segments in registers) and FOLD (fused with each segment's partial loaded from the split launches' workspace
+# instead of computed: the split path's combine where a deployment runs both paths). PROBE (verification only, never
+# launched) makes a fused launch also store its partials; the chain of goals below then gives "a fused row equals the
+# FOLD of the split partials of the same row" across tile heights, which lets one deployment run prefill steps fused
+# in taller tiles and decode steps split: fused(x) = fused+PROBE(x) = FOLD(probe partials of x) = FOLD(split partials).
 @contract(
     params=_ATTENTION_TENSORS,
     grid=("T // BLOCK_Q + num_seqs", "HKV", "ite(FUSED, 1, num_segments)"),
     verif=[
-        goal("causal_row_invariance", when="FUSED", same=_SAME_ROW,
-             pre=_ROW_PRE + ("L.q_ptr[x, :, :] == R.q_ptr[y, :, :]",) + _KV_EQUAL,
-             post=("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",),
-             witness={S: {**{k: v.format(S=S, s=s, r=r, h="e1") for k, v in _WRITER.items()}, "pid2": "0"}
-                      for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}),
+        goal("causal_row_invariance", when="FUSED and not FOLD", same=_SAME_ROW, pre=_ROW_INPUTS_EQUAL,
+             post=_OUT_EQUAL, witness=_FUSED_WITNESS),
         goal("causal_segment_partials", when="not FUSED", same=_SAME_ROW, across=("BLOCK_Q", "BLOCK_M"),
-             pre=_ROW_PRE + ("p // SEGMENT < L.num_segments", "p // SEGMENT < R.num_segments",
-                             "L.q_ptr[x, :, :] == R.q_ptr[y, :, :]") + _KV_EQUAL,
-             post=_SEGMENT_PARTIALS_EQUAL,
-             witness={S: {**{k: v.format(S=S, s=s, r=r, h="h") for k, v in _WRITER.items()}, "pid2": "g",
-                          "seg": "g"} for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}),
+             pre=_ROW_INPUTS_EQUAL + _SEGMENTS_ON_GRID, post=_SEGMENT_PARTIALS_EQUAL, witness=_SPLIT_WITNESS),
+        goal("fold_invariance", when="FOLD", same=_SAME_ROW, pre=_ROW_PRE + _SEGMENTS_ON_GRID + _SEGMENT_PARTIALS_EQUAL,
+             post=_OUT_EQUAL, witness=_FUSED_WITNESS),
+        goal("probe_free", when="PROBE", right_when="FUSED and not PROBE and not FOLD", same=_SAME_ROW,
+             across=("PROBE",), pre=_ROW_INPUTS_EQUAL, post=_OUT_EQUAL, witness=_FUSED_WITNESS),
+        goal("probe_equals_split", when="PROBE", right_when="not FUSED", same=_SAME_ROW,
+             across=("FUSED", "PROBE", "BLOCK_Q", "BLOCK_M"), pre=_ROW_INPUTS_EQUAL + _SEGMENTS_ON_GRID,
+             post=_SEGMENT_PARTIALS_EQUAL, witness={**_SPLIT_WITNESS, "L": {**_SPLIT_WITNESS["L"], "pid2": "0"}}),
+        goal("fused_equals_fold", when="PROBE", right_when="FOLD", same=_SAME_ROW,
+             across=("PROBE", "FOLD", "BLOCK_Q", "BLOCK_M"), pre=_ROW_INPUTS_EQUAL + _FED_PARTIALS, post=_OUT_EQUAL,
+             witness=_FUSED_WITNESS),
     ],
     symbolic=("HEAD_DIM", "HEAD_DIM_PAD", "PAGE_SIZE", "QUERIES_PER_KV", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
     bounds=_INT32_OFFSETS,
@@ -213,6 +238,8 @@ def _paged_attention_segments_kernel(
     USE_WINDOW: tl.constexpr,
     USE_SOFT_CAP: tl.constexpr,
     FUSED: tl.constexpr,
+    FOLD: tl.constexpr,
+    PROBE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     ROW_SUMS_BY_DOT: tl.constexpr,
 ):
@@ -276,11 +303,12 @@ def _paged_attention_segments_kernel(
 
     dims = tl.arange(0, HEAD_DIM_PAD)
     dim_ok = dims < HEAD_DIM
-    q = tl.load(
-        q_ptr + token[:, None] * stride_qt + q_head[:, None] * stride_qh + dims[None, :],
-        mask=row_valid[:, None] & dim_ok[None, :],
-        other=0.0,
-    )
+    if not FOLD:
+        q = tl.load(
+            q_ptr + token[:, None] * stride_qt + q_head[:, None] * stride_qh + dims[None, :],
+            mask=row_valid[:, None] & dim_ok[None, :],
+            other=0.0,
+        )
 
     run_m = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     run_l = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -288,52 +316,65 @@ def _paged_attention_segments_kernel(
     block_table_row = block_table_ptr + seq.to(tl.int64) * stride_bt
 
     for seg in range(seg_begin, seg_end):
-        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-        acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
-        tile_begin = tl.maximum(seg * TILES_PER_SEGMENT, first_key // BLOCK_N)
-        tile_end = tl.maximum(tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_pos // BLOCK_N + 1), tile_begin)
-        # Tiles [tile_begin, whole_end) hold only keys every valid row of the block sees (at or before its first
-        # row; none with a window): they skip the selects. The two loops visit the tiles of one range in order
-        # (the verifier reads them as one loop: obligation loop-concat).
-        if USE_WINDOW:
-            whole_end = tile_begin
+        part = (token * num_q_heads + q_head) * num_segments + seg
+        if FOLD:
+            # the split launches' partials of this segment, folded below as the fused path folds its own
+            m_i = tl.load(part_m_ptr + part, mask=row_valid, other=float("-inf"))
+            l_i = tl.load(part_l_ptr + part, mask=row_valid, other=0.0)
+            acc = tl.load(part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :],
+                          mask=row_valid[:, None] & dim_ok[None, :], other=0.0)
         else:
-            whole_end = tl.minimum(tl.maximum((context_len + first_local_token + 1) // BLOCK_N, tile_begin),
-                                   tile_end)
-        for tile in range(tile_begin, whole_end):
-            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-            page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
-            in_page = key_pos % PAGE_SIZE
-            k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
-            v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
-            k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
-            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
-            scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
-            m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N, ROW_SUMS_BY_DOT)
-        for tile in range(whole_end, tile_end):
-            key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-            key_valid = key_pos <= last_pos
-            page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
-            in_page = key_pos % PAGE_SIZE
-            k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
-            v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
-            k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
-                        other=0.0)
-            v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
-                        other=0.0)
+            m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+            l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+            acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
+            tile_begin = tl.maximum(seg * TILES_PER_SEGMENT, first_key // BLOCK_N)
+            tile_end = tl.maximum(tl.minimum((seg + 1) * TILES_PER_SEGMENT, last_pos // BLOCK_N + 1), tile_begin)
+            # Tiles [tile_begin, whole_end) hold only keys every valid row of the block sees (at or before its first
+            # row; none with a window): they skip the selects. The two loops visit the tiles of one range in order
+            # (the verifier reads them as one loop: obligation loop-concat).
+            if USE_WINDOW:
+                whole_end = tile_begin
+            else:
+                whole_end = tl.minimum(tl.maximum((context_len + first_local_token + 1) // BLOCK_N, tile_begin),
+                                       tile_end)
+            for tile in range(tile_begin, whole_end):
+                key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+                page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
+                in_page = key_pos % PAGE_SIZE
+                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
+                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
+                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+                scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
+                m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N, ROW_SUMS_BY_DOT)
+            for tile in range(whole_end, tile_end):
+                key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+                key_valid = key_pos <= last_pos
+                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
+                in_page = key_pos % PAGE_SIZE
+                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
+                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
+                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
+                            other=0.0)
+                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
+                            other=0.0)
 
-            scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
-            allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])
-            scores = tl.where(allowed, scores, float("-inf"))
-            tile_live = (tile * BLOCK_N <= row_pos) & (tile * BLOCK_N + BLOCK_N > row_lo)
+                scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
+                allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])
+                scores = tl.where(allowed, scores, float("-inf"))
+                tile_live = (tile * BLOCK_N <= row_pos) & (tile * BLOCK_N + BLOCK_N > row_lo)
 
-            m_new, l_new, acc_new = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N,
-                                                         ROW_SUMS_BY_DOT)
-            m_i = tl.where(tile_live, m_new, m_i)
-            l_i = tl.where(tile_live, l_new, l_i)
-            acc = tl.where(tile_live[:, None], acc_new, acc)
+                m_new, l_new, acc_new = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N,
+                                                             ROW_SUMS_BY_DOT)
+                m_i = tl.where(tile_live, m_new, m_i)
+                l_i = tl.where(tile_live, l_new, l_i)
+                acc = tl.where(tile_live[:, None], acc_new, acc)
 
+        if PROBE or not FUSED:
+            tl.store(part_m_ptr + part, m_i, mask=row_valid)
+            tl.store(part_l_ptr + part, l_i, mask=row_valid)
+            tl.store(part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc,
+                     mask=row_valid[:, None] & dim_ok[None, :])
         if FUSED:
             # The fold below is the same expression as in _combine_segments_kernel.
             seg_live = row_valid & (seg >= row_lo // SEGMENT) & (seg <= row_pos // SEGMENT)
@@ -346,14 +387,6 @@ def _paged_attention_segments_kernel(
             run_m = tl.where(seg_live, fold_m, run_m)
             run_l = tl.where(seg_live, fold_l, run_l)
             run_acc = tl.where(seg_live[:, None], fold_acc, run_acc)
-        else:
-            part = (token * num_q_heads + q_head) * num_segments + seg
-            tl.store(part_m_ptr + part, m_i, mask=row_valid)
-            tl.store(part_l_ptr + part, l_i, mask=row_valid)
-            tl.store(
-                part_acc_ptr + part[:, None] * HEAD_DIM + dims[None, :], acc,
-                mask=row_valid[:, None] & dim_ok[None, :],
-            )
 
     if FUSED:
         result = run_acc / run_l[:, None]
@@ -498,78 +531,22 @@ def _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, o
         )
 
 
-def paged_attention(
-    q: torch.Tensor,
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    out: torch.Tensor,
-    *,
-    scale: float,
-    config: AttentionLaunchConfig,
-    sliding_window: int | None = None,
-    soft_cap: float | None = None,
-    max_seqlen_k: int | None = None,
-    workspace: torch.Tensor | None = None,
-    path: LaunchPath = "split",
-    max_seq_len: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Causal attention of every query row over its sequence's paged K/V; writes `out` and returns it.
-
-    q: [tokens, q_heads, head_dim]; k_cache, v_cache: [blocks, page_size, kv_heads, head_dim] (strided views
-    allowed); block_table: [seqs, max_blocks] int32; seq_lens: [seqs] int32 (KV length incl. new tokens);
-    query_start_loc: [seqs + 1] int32. Token i of sequence s sits at position seq_lens[s] - q_len_s + i.
-    Rows past query_start_loc[-1] are padding: never read as tokens, their output is zero (split path) or
-    left as is (fused path).
-
-    sliding_window w: the row at position p attends to keys [max(0, p - w + 1), p]. soft_cap c: scores
-    become c * tanh(score / c) (after `scale`). max_seqlen_k: optional host upper bound on seq_lens, only
-    used to size the segment grid. workspace: optional flat fp32 tensor of at least
-    `split_workspace_numel(...)` elements for the split path. path: "split" or "fused", chosen once per
-    deployment by `sub_launch.deployment_path` (both give the same bits; the verifier proves each path separately).
-    max_seq_len: optional one-element int32 tensor on q's device holding a bound >= every seq_lens entry (a
-    step's longest sequence, reduced once per step and shared by its layers); reduced from seq_lens if None.
-    Split programs of segments past it exit first.
-    """
-    _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config)
+def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l,
+                     part_acc, num_segments: int, scale: float, soft_cap: float | None, sliding_window: int | None, *,
+                     config: AttentionLaunchConfig, fused: bool, fold: bool) -> None:
+    """One launch of the segments kernel: split (partials to the workspace), fused, or FOLD (fused on the
+    workspace's partials instead of the tiles)."""
     num_tokens, num_q_heads, head_dim = q.shape
     page_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
     num_seqs = seq_lens.shape[0]
-    if num_tokens == 0 or num_seqs == 0:
-        return out
     use_window = sliding_window is not None and sliding_window > 0
     use_soft_cap = soft_cap is not None and soft_cap > 0
-    num_segments = num_kv_segments(block_table, page_size, config.segment, max_seqlen_k)
-    needed = split_workspace_numel(num_tokens, num_q_heads, head_dim, num_segments)
-
-    if path not in ("split", "fused"):
-        raise ValueError(f"path must be 'split' or 'fused', got {path!r}")
-    fused = path == "fused"
-    if fused:
-        part_m = part_l = part_acc = out  # unused by the fused kernel
-    else:
-        if workspace is None:
-            workspace = torch.empty(needed, dtype=torch.float32, device=q.device)
-        elif workspace.dtype != torch.float32 or workspace.numel() < needed or not workspace.is_contiguous():
-            raise ValueError(f"workspace must be a contiguous fp32 tensor of >= {needed} elements")
-        rows = num_tokens * num_q_heads * num_segments
-        part_m = workspace[:rows]
-        part_l = workspace[rows : 2 * rows]
-        part_acc = workspace[2 * rows : needed]
-
-    if max_seq_len is None:
-        max_seq_len = step_max_seq_len(seq_lens)
-    elif max_seq_len.shape != (1,) or max_seq_len.dtype != torch.int32 or max_seq_len.device != seq_lens.device:
-        raise ValueError(f"max_seq_len must be a one-element int32 tensor on {seq_lens.device}; got "
-                         f"{tuple(max_seq_len.shape)} {max_seq_len.dtype} on {max_seq_len.device}")
     grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else num_segments)
     guard.check(_paged_attention_segments_kernel, grid, HEAD_DIM=head_dim,
                 HEAD_DIM_PAD=next_power_of_two(head_dim), PAGE_SIZE=page_size, QUERIES_PER_KV=config.queries_per_kv,
                 GROUP=config.group, BLOCK_Q=config.block_q, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
                 SEGMENT=config.segment, SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window,
-                USE_SOFT_CAP=use_soft_cap, FUSED=fused,
+                USE_SOFT_CAP=use_soft_cap, FUSED=fused, FOLD=fold, PROBE=False,
                 DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", ROW_SUMS_BY_DOT=config.row_sums_by_dot)
     _paged_attention_segments_kernel[grid](
         q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l, part_acc,
@@ -593,12 +570,91 @@ def paged_attention(
         USE_WINDOW=use_window,
         USE_SOFT_CAP=use_soft_cap,
         FUSED=fused,
+        FOLD=fold,
+        PROBE=False,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         ROW_SUMS_BY_DOT=config.row_sums_by_dot,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
         enable_fp_fusion=False,
     )
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    out: torch.Tensor,
+    *,
+    scale: float,
+    config: AttentionLaunchConfig,
+    sliding_window: int | None = None,
+    soft_cap: float | None = None,
+    max_seqlen_k: int | None = None,
+    workspace: torch.Tensor | None = None,
+    path: LaunchPath = "split",
+    max_seq_len: torch.Tensor | None = None,
+    fold: AttentionLaunchConfig | None = None,
+) -> torch.Tensor:
+    """Causal attention of every query row over its sequence's paged K/V; writes `out` and returns it.
+
+    q: [tokens, q_heads, head_dim]; k_cache, v_cache: [blocks, page_size, kv_heads, head_dim] (strided views
+    allowed); block_table: [seqs, max_blocks] int32; seq_lens: [seqs] int32 (KV length incl. new tokens);
+    query_start_loc: [seqs + 1] int32. Token i of sequence s sits at position seq_lens[s] - q_len_s + i.
+    Rows past query_start_loc[-1] are padding: never read as tokens, their output is zero (split path with the
+    combine kernel) or left as is (fused path, FOLD combine).
+
+    sliding_window w: the row at position p attends to keys [max(0, p - w + 1), p]. soft_cap c: scores
+    become c * tanh(score / c) (after `scale`). max_seqlen_k: optional host upper bound on seq_lens, only
+    used to size the segment grid. workspace: optional flat fp32 tensor of at least
+    `split_workspace_numel(...)` elements for the split path. path: "split" or "fused", chosen once per
+    deployment by `sub_launch.deployment_path` (both give the same bits; the verifier proves each path separately).
+    max_seq_len: optional one-element int32 tensor on q's device holding a bound >= every seq_lens entry (a
+    step's longest sequence, reduced once per step and shared by its layers); reduced from seq_lens if None.
+    Split programs of segments past it exit first.
+    fold: the split path's combine as a FOLD launch of the segments kernel in these tiles (config.fold_config),
+    which folds as fused launches do, so a deployment may run both paths (prefill_config's fused launches, split
+    decode); None: the combine kernel.
+    """
+    _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config)
+    num_tokens, num_q_heads, head_dim = q.shape
+    page_size = k_cache.shape[1]
+    num_seqs = seq_lens.shape[0]
+    if num_tokens == 0 or num_seqs == 0:
+        return out
+    use_window = sliding_window is not None and sliding_window > 0
+    num_segments = num_kv_segments(block_table, page_size, config.segment, max_seqlen_k)
+    needed = split_workspace_numel(num_tokens, num_q_heads, head_dim, num_segments)
+
+    if path not in ("split", "fused"):
+        raise ValueError(f"path must be 'split' or 'fused', got {path!r}")
+    fused = path == "fused"
+    if fused:
+        part_m = part_l = part_acc = out  # unused by the fused kernel
+    else:
+        if workspace is None:
+            workspace = torch.empty(needed, dtype=torch.float32, device=q.device)
+        elif workspace.dtype != torch.float32 or workspace.numel() < needed or not workspace.is_contiguous():
+            raise ValueError(f"workspace must be a contiguous fp32 tensor of >= {needed} elements")
+        rows = num_tokens * num_q_heads * num_segments
+        part_m = workspace[:rows]
+        part_l = workspace[rows : 2 * rows]
+        part_acc = workspace[2 * rows : needed]
+
+    if max_seq_len is None:
+        max_seq_len = step_max_seq_len(seq_lens)
+    elif max_seq_len.shape != (1,) or max_seq_len.dtype != torch.int32 or max_seq_len.device != seq_lens.device:
+        raise ValueError(f"max_seq_len must be a one-element int32 tensor on {seq_lens.device}; got "
+                         f"{tuple(max_seq_len.shape)} {max_seq_len.dtype} on {max_seq_len.device}")
+    args = (q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l, part_acc,
+            num_segments, scale, soft_cap, sliding_window)
+    _launch_segments(*args, config=config, fused=fused, fold=False)
+    if not fused and fold is not None:   # the combine as a FOLD launch: the same fold as fused launches make
+        _launch_segments(*args, config=fold, fused=True, fold=True)
+        return out
     if not fused:
         guard.check(_combine_segments_kernel, (num_tokens, num_q_heads), HEAD_DIM=head_dim,
                     HEAD_DIM_PAD=next_power_of_two(head_dim), SEGMENT=config.segment,
@@ -620,6 +676,27 @@ def paged_attention(
     return out
 
 
+def _both_paths(key, cfg: AttentionLaunchConfig, split_base: dict, constexprs, both: dict, cross: dict) -> None:
+    """A deployment that runs prefill steps fused (config.prefill_config) and decode steps split with a FOLD combine
+    (config.fold_config): both launches, and the chain of pairs that proves a fused row equal to the FOLD of the
+    split partials of that row (verification-only PROBE launches on the left; the rows go to the fused launch)."""
+    import dataclasses
+
+    from vosti_plugin.attention.config import fold_config, prefill_config
+
+    flags = {n: split_base[n] for n in ("USE_SOFT_CAP", "USE_WINDOW")}
+    prefill, fold = prefill_config(cfg, key.head_dim), fold_config(cfg, key.head_dim)
+    fused = {**constexprs(key, prefill), **flags, "FUSED": True}
+    folding = {**constexprs(key, fold), **flags, "FUSED": True, "FOLD": True}
+    prefill_fam, fold_fam = dataclasses.asdict(prefill), dataclasses.asdict(fold)
+    for c, fam in ((fused, prefill_fam), (folding, fold_fam)):
+        both.setdefault(repr((c, fam)), (c, fam))
+    probe = {**fused, "PROBE": True}
+    for right in (fused, folding, {**split_base, "FUSED": False}):
+        pair = (probe, right, prefill_fam, fused)
+        cross.setdefault(repr(pair), pair)
+
+
 def verifier_catalog() -> list[dict]:
     """The verifier's catalog of this module: every constexpr config `paged_attention` can launch for the
     geometries of `config.CATALOG`, per kernel, with the launch-config fields it comes from."""
@@ -633,14 +710,20 @@ def verifier_catalog() -> list[dict]:
                 "BLOCK_Q": cfg.block_q, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "SEGMENT": cfg.segment,
                 "SEQ_SCAN_CHUNK": _SEQ_SCAN_CHUNK,
                 "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32",
-                "ROW_SUMS_BY_DOT": cfg.row_sums_by_dot}
+                "ROW_SUMS_BY_DOT": cfg.row_sums_by_dot, "FOLD": False, "PROBE": False}
 
     # decode tiles are launched, and so proved, only where VOSTI_DECODE_TILE_ROWS turns them on, and every tile sums
     # its rows as VOSTI_ATTENTION_ROW_SUMS says (the verifier's catalog fingerprint includes both switches)
     decode_rows = (cfgmod.decode_tile_rows(),) if cfgmod.decode_tile_rows() else ()
+    # fused prefill launches, FOLD combines and the chain that makes them one algorithm with the split launches are
+    # launched, and so proved, only where VOSTI_PREFILL_FUSED_FROM turns them on
+    both_paths = cfgmod.fused_prefill_from() > 0
     configs: list[tuple[dict, dict]] = []
     decode: list[tuple[dict, dict]] = []
-    cross_seen: dict[str, tuple[dict, dict, dict]] = {}   # (decode launch, the prefill launch its rows equal, decode config)
+    both: dict[str, tuple[dict, dict]] = {}   # fused prefill and FOLD launches
+    # (decode launch, the prefill launch its rows equal, decode config); (verification-only launch, the launch it is
+    # chained to, the launched config, the launched config's constexprs)
+    cross_seen: dict[str, tuple] = {}
     by_dot = cfgmod.attention_row_sums() == "dot"
     for key, cfg in cfgmod.CATALOG:
         cfg = dataclasses.replace(cfg, row_sums_by_dot=True) if by_dot else cfg
@@ -653,6 +736,8 @@ def verifier_catalog() -> list[dict]:
             for window in (False, True):
                 flags = {"USE_SOFT_CAP": soft_cap, "USE_WINDOW": window}
                 configs.append(({**base, **flags, "FUSED": True}, fam))
+                if both_paths:
+                    _both_paths(key, cfg, {**base, **flags}, constexprs, both, cross_seen)
                 for d_constexprs, d_fam in decode_fams:
                     left = {**d_constexprs, **flags, "FUSED": False}
                     decode.append((left, d_fam))
@@ -665,6 +750,6 @@ def verifier_catalog() -> list[dict]:
         comb.setdefault(repr(cc), cc)
     # A decode config's rows are proved equal to the prefill config's rows of any launch (`across`); two decode
     # launches then agree through a prefill launch of the same row, so the decode configs need no goal of their own.
-    return [{"family": "paged_attention", "kernel": _paged_attention_segments_kernel, "configs": configs + split,
-             "cross": list(cross_seen.values()), "cross_only": True},
+    return [{"family": "paged_attention", "kernel": _paged_attention_segments_kernel,
+             "configs": configs + split + list(both.values()), "cross": list(cross_seen.values()), "cross_only": True},
             {"family": "paged_attention", "kernel": _combine_segments_kernel, "configs": list(comb.values())}]

@@ -187,11 +187,14 @@ def attention_cases(name: str, page: int = 64) -> list[tuple[str, dict]]:
     return out
 
 
-def _attention_launch(module, config, case: dict) -> None:
+def _attention_launch(module, launch: tuple, case: dict) -> None:
+    """launch: (config, path, FOLD config or None)."""
     b = case["batch"]
+    config, path, fold = launch
     module.paged_attention(b.q, b.k_cache, b.v_cache, b.block_table, b.seq_lens, b.query_start_loc, b.empty_out(),
                            scale=b.q.shape[2] ** -0.5, config=config, sliding_window=case["window"],
-                           soft_cap=case["soft_cap"], max_seqlen_k=b.seq_lens.max().item() + 512, path=case["path"])
+                           soft_cap=case["soft_cap"], max_seqlen_k=b.seq_lens.max().item() + 512, path=path,
+                           **({"fold": fold} if fold is not None else {}))
 
 
 def _gemm_launch(n: int, k: int, m: int, block_m: int = 0) -> None:
@@ -211,11 +214,11 @@ def _gemm_launch(n: int, k: int, m: int, block_m: int = 0) -> None:
 
 
 def _variant_modules(names: list[str]) -> dict:
-    """name -> (attention module, its launch config from the shipped one and the path): the shipped module and the
-    named variants of integration/gpu/attention_variants.py."""
+    """name -> (attention module, its launch (config, path, FOLD config) from the shipped config and the case): the
+    shipped module and the named variants of integration/gpu/attention_variants.py."""
     from vosti_plugin.attention import paged_attention as shipped
 
-    mods = {"shipped": (shipped, lambda base, _path: base)}
+    mods = {"shipped": (shipped, lambda base, case: (base, case["path"], None))}
     if not names:
         return mods
     av = _attention_variants()
@@ -228,7 +231,9 @@ def _variant_modules(names: list[str]) -> dict:
         spec = av.VARIANTS[name]
         fields = spec[2] if len(spec) > 2 else {}
         mods[name] = (av.load_variant(name, spec[0], tmp),
-                      lambda base, path, fields=fields: av.variant_config(base, fields, path))
+                      lambda base, case, fields=fields: av.variant_launch(
+                          base, fields, case["path"], "decode" if case["decode"] else "prefill",
+                          case["batch"].q.shape[2]))
     return mods
 
 
@@ -251,9 +256,10 @@ def report(geometries: list[str], variants: list[str], decode_rows: int = 16, ge
         base = select_config(hd, hq, hkv, 64, torch.bfloat16)
         for case, args in attention_cases(geo):
             for name, (module, config_of) in mods.items():
-                configs = [("", config_of(base, args["path"]))]
+                configs = [("", config_of(base, args))]
                 if name == "shipped" and args["decode"] and decode_rows:
-                    configs.append((f", {decode_rows}-row decode tiles", decode_config(base, decode_rows)))
+                    configs.append((f", {decode_rows}-row decode tiles", (decode_config(base, decode_rows),
+                                                                          args["path"], None)))
                 for suffix, config in configs:
                     with CompileOnly() as cc:
                         try:

@@ -63,7 +63,7 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
     vosti_logger().info("%s%s", CERTIFICATE_LOG_PREFIX, json.dumps(cert, sort_keys=True))
     _accepted[key] = cert
     _checked.add(_check_key(facts, None))
-    guard.arm_for_serving(getattr(vllm_config, "additional_config", None))
+    guard.arm_for_serving(getattr(vllm_config, "additional_config", None), facts)
     return cert
 
 
@@ -83,7 +83,7 @@ def check_in_engine_process(vllm_config, where: str) -> None:
     if failures:
         raise LaunchRefused(failures)
     _checked.add(key)
-    guard.arm_for_serving(getattr(vllm_config, "additional_config", None))
+    guard.arm_for_serving(getattr(vllm_config, "additional_config", None), facts)
     vosti_logger().info("vosti launch check passed in %s", where)
 
 

@@ -68,27 +68,43 @@ def proved_keys(results) -> tuple[frozenset, dict[str, int]]:
     return frozenset(keys), ranks
 
 
-def arm(results=None) -> None:
-    """Check every later launch in this process (results: verify_catalog() rows; default: the cached
-    verification of the installed kernel sources, run now if there is none)."""
+def arm(results=None, facts=None) -> None:
+    """Check every later launch in this process against proved configs: those of `results` (verify_catalog() rows);
+    else of the whole catalog's cached verification of the installed sources; else, given `facts` (a deployment's
+    LaunchFacts), the proofs that deployment needs (run now where not cached: its attention configs' groups, where
+    a whole catalog with a switch on is minutes of proofs on 2 cores), added to the deployments armed before in
+    this process; else the whole catalog's, run now."""
     global _armed, _proved, _ranks
     if os.environ.get(ENV, "") == "0":
         return
-    if results is None:
-        from vosti_plugin.verifier.api import _fingerprint, cached_results, verify_catalog
-
-        # the installed sources do not change within a process, the catalog switches may: read once per value
-        fp = _fingerprint(None)
-        if fp not in _from_cache:
-            results = cached_results()
-            if results is None:
-                results = verify_catalog()
-            _from_cache[fp] = proved_keys(results)
-        _proved, _ranks = _from_cache[fp]
-    else:
+    if results is not None:
         _proved, _ranks = proved_keys(results)
+    else:
+        proved, ranks = _stored_proofs(facts)
+        if _armed and facts is not None:
+            proved = _proved | proved   # another deployment in this process: the set only grows
+        _proved, _ranks = proved, {**_ranks, **ranks}
     _passed.clear()
     _armed = True
+
+
+def _stored_proofs(facts) -> tuple[frozenset, dict[str, int]]:
+    from vosti_plugin.verifier.api import _fingerprint, cached_results, verify_catalog, verify_configs
+
+    # the installed sources do not change within a process, the catalog switches may: read once per value
+    fp = _fingerprint(None)
+    if fp not in _from_cache:
+        results = cached_results()
+        if results is None and facts is not None:
+            from vosti_plugin.launch.verified import wanted_configs
+
+            wanted = wanted_configs(facts)
+            key = (fp, repr(sorted((family, sorted(configs)) for family, configs in wanted.items())))
+            if key not in _from_cache:
+                _from_cache[key] = proved_keys(verify_configs(wanted))
+            return _from_cache[key]
+        _from_cache[fp] = proved_keys(results if results is not None else verify_catalog())
+    return _from_cache[fp]
 
 
 # integration/gpu/launch_guard_cost.py measured 451 checks per eager Llama-3.1-8B decode step on the H200,
@@ -109,13 +125,13 @@ def requested(additional_config: dict | None = None) -> bool:
     return audit_requested(additional_config)
 
 
-def arm_for_serving(additional_config: dict | None = None) -> None:
+def arm_for_serving(additional_config: dict | None = None, facts=None) -> None:
     """Called by the launch check once it accepted a vosti launch in this process (additional_config: the
-    engine's `--additional-config`, where audit mode can be asked for)."""
-    if _armed:
+    engine's `--additional-config`, where audit mode can be asked for; facts: the accepted deployment's
+    LaunchFacts, whose proved configs join the armed set)."""
+    if (_armed and facts is None) or not requested(additional_config):
         return
-    if requested(additional_config):
-        arm()
+    arm(facts=facts)
 
 
 def disarm() -> None:

@@ -121,6 +121,11 @@ TALL_FIX = ("set VOSTI_TALL_GEMM=0: prefill GEMMs then run the decode tiles, who
 _DECODE_TILES_PROBE = "paged_attention/decode-tiles"
 DECODE_TILES_FIX = ("unset VOSTI_DECODE_TILE_ROWS: decode steps then run the prefill tiles (slower decode attention, "
                     "the same guarantee); and report this GPU, driver and Triton version")
+_FUSED_PREFILL_PROBE = "paged_attention/fused-prefill"
+FUSED_PREFILL_FIX = ("unset VOSTI_PREFILL_FUSED_FROM: every step then runs the split path in one tile height (slower "
+                     "prefill attention, the same guarantee); and report this GPU, driver and Triton version")
+# refusals whose fix turns one switch off: (probe, fix)
+_SWITCH_FIXES = ((_DECODE_TILES_PROBE, DECODE_TILES_FIX), (_FUSED_PREFILL_PROBE, FUSED_PREFILL_FIX))
 
 
 def _narrow_n(n: int, block_n: int) -> int:
@@ -189,7 +194,8 @@ def _dense_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
 
 
 def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
-    from vosti_plugin.attention.config import decode_config, decode_tile_rows, select_config
+    from vosti_plugin.attention.config import (decode_config, decode_tile_rows, fold_config, fused_prefill_from,
+                                               prefill_config, select_config)
     from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
 
     config = select_config(f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, dtype)
@@ -231,6 +237,17 @@ def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
         probes.append(ProbeResult(_DECODE_TILES_PROBE, () if _same(prefilled, torch.cat(decoded_rows)) else
                                   (f"prefill rows in {config.block_m}-row tiles vs the same positions decoded in "
                                    f"{decode.block_m}-row tiles",)))
+    if fused_prefill_from():
+        # prefill steps run fused in taller tiles, the others split with a FOLD combine: the rows of a prefill that
+        # spans two segments, both ways
+        rows = min((8 if device == "cuda" else 1) * config.block_q + 5, kv_len)
+        prefill = request(kv_len, rows, 404)
+        batch = build_paged_batch([prefill], page_size=f.page_size, seed=8, fused_kv=True)
+        fused = run_paged_batch(batch, prefill_config(config, f.head_size), path="fused", **kwargs)[0]
+        split = run_paged_batch(batch, config, path="split", fold=fold_config(config, f.head_size), **kwargs)[0]
+        probes.append(ProbeResult(_FUSED_PREFILL_PROBE, () if _same(fused, split) else
+                                  (f"prefill rows fused in {prefill_config(config, f.head_size).block_m}-row tiles vs "
+                                   f"split in {config.block_m}-row tiles and folded",)))
     if f.sliding_window:
         window = min(f.sliding_window, config.block_n + 1)
         alone = run_paged_batch(build_paged_batch([target], page_size=f.page_size, seed=4), config,
@@ -289,8 +306,9 @@ def failure_of(result: HostNumericsResult):
     failed = [p for p in result.probes if not p.ok]
     if failed and all(_TALL_PROBE in p.name for p in failed):
         return Failure(OBLIGATION, describe_failure(result), TALL_FIX)
-    if failed and all(p.name == _DECODE_TILES_PROBE for p in failed):
-        return Failure(OBLIGATION, describe_failure(result), DECODE_TILES_FIX)
+    for probe, fix in _SWITCH_FIXES:
+        if failed and all(p.name == probe for p in failed):
+            return Failure(OBLIGATION, describe_failure(result), fix)
     return Failure(OBLIGATION, describe_failure(result), FIX.get(result.device, FIX["cuda"]))
 
 

@@ -27,7 +27,8 @@ def linear_shapes(f: LaunchFacts) -> dict[str, tuple[int, int]]:
 
 
 def kernel_configs_for(f: LaunchFacts) -> dict:
-    from vosti_plugin.attention.config import decode_config, decode_tile_rows
+    from vosti_plugin.attention.config import (decode_config, decode_tile_rows, fold_config, fused_prefill_from,
+                                               prefill_config)
     from vosti_plugin.attention.config import select_config as attention_config
     from vosti_plugin.ops.matmul import TALL_MIN_ROWS, tall_config, tall_path_on, tma_config, tma_path_on
     from vosti_plugin.ops.matmul import select_config as matmul_config
@@ -38,6 +39,9 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
     decode = decode_config(attention, decode_tile_rows())
     if decode != attention:
         configs["paged_attention/decode"] = dataclasses.asdict(decode)
+    if fused_prefill_from():
+        configs["paged_attention/prefill"] = dataclasses.asdict(prefill_config(attention, f.head_size))
+        configs["paged_attention/fold"] = dataclasses.asdict(fold_config(attention, f.head_size))
     for name, (n, k) in linear_shapes(f).items():
         if n and k:
             config = matmul_config(n, k, dtype)

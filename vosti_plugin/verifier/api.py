@@ -143,7 +143,16 @@ def _refusal(kernel: Any, config: dict, why: str) -> ObligationReport:
 
 CATALOG_REGISTRY = "vosti_plugin.kernel_catalog"  # module whose KERNEL_MODULES lists the catalog's modules
 # environment switches that change what the catalog lists (its stored verification is kept per value)
-CATALOG_SWITCHES = ("VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS")
+CATALOG_SWITCHES = ("VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS", "VOSTI_PREFILL_FUSED_FROM")
+# switches whose every positive value lists the same catalog (a token threshold: on or off)
+_ON_OFF_SWITCHES = ("VOSTI_PREFILL_FUSED_FROM",)
+
+
+def _switch_value(name: str) -> str:
+    value = os.environ.get(name, "").strip().lower()
+    if name in _ON_OFF_SWITCHES:
+        return "on" if value.isdigit() and int(value) > 0 else ""
+    return {"0": "", "sum": ""}.get(value, value)
 
 
 def catalog_modules() -> tuple[str, ...]:
@@ -242,8 +251,7 @@ def _fingerprint(kernel: str | None) -> str | None:
     except ImportError:
         return None
     registry = os.environ.get("VOSTI_KERNEL_CATALOG", CATALOG_REGISTRY)
-    switches = [{"0": "", "sum": ""}.get(v, v) for v in (os.environ.get(name, "").strip().lower()
-                                                        for name in CATALOG_SWITCHES)]
+    switches = [_switch_value(name) for name in CATALOG_SWITCHES]
     return fingerprint.digest(modules + (registry, "vosti_plugin.verifier.api"), VERSION, str(kernel),
                               os.environ.get("TRITON_INTERPRET", ""), *switches)[:32]
 
@@ -325,7 +333,7 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
                          for cfg, _fam in entry["configs"]]
             continue
         shash = _source_hash(kern, spec)
-        cross_only = {tuple(sorted(left.items())) for left, _r, _f in entry.get("cross", ())} \
+        cross_only = {tuple(sorted(pair[0].items())) for pair in entry.get("cross", ())} \
             if entry.get("cross_only") else set()
         for gi, g in enumerate(spec.verif):
             for key, members in _groups(entry, k, spec):
@@ -351,25 +359,30 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
 def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, src: str,
                   wanted: Wanted | None) -> list[Group]:
     """The goal proved across the entry's `cross` pairs: (left config, right config, left's launch-config
-    fields), two tile shapes of this kernel that one deployment runs for the same rows. The row is the left
-    config's, under the goal's name + " across"; so the left config counts as proved only with it. Pairs whose
-    non-symbolic constexprs agree on each side are one group, one proof over their symbolic values."""
+    fields[, the config the row is recorded for]), two launches of this kernel that one deployment runs for the
+    same rows (two tile shapes, or two launch modes chained by the goal). The row is the left config's (or the
+    pair's fourth item's: a launched config whose proof goes through a verification-only left config), under the
+    goal's name + " across"; so that config counts as proved only with it. Pairs whose non-symbolic constexprs
+    agree on each side are one group, one proof over their symbolic values."""
     sym = set(spec.symbolic)
-    by_key: dict[str, tuple[dict, dict, list]] = {}
-    for left, right, fam in entry.get("cross", ()):
-        if not g.applies(left):
+    by_key: dict[str, tuple[dict, dict, list, list]] = {}
+    for pair in entry.get("cross", ()):
+        left, right, fam = pair[:3]
+        if not g.applies(left) or not g.applies_right(right):
             continue
         if wanted is not None and entry["family"] in wanted and tuple(sorted(fam.items())) not in wanted[entry["family"]]:
             continue
         concrete = [{n: v for n, v in sorted(c.items()) if n not in sym} for c in (left, right)]
         gk = json.dumps(concrete, sort_keys=True, default=str)
-        by_key.setdefault(gk, (concrete[0], right, []))[2].append((left, fam))
+        group = by_key.setdefault(gk, (concrete[0], right, [], []))
+        group[2].append((pair[3] if len(pair) > 3 else left, fam))
+        group[3].append(left)
     out = []
-    for key, right, members in by_key.values():
+    for key, right, members, lefts in by_key.values():
         distinct = {json.dumps(d, sort_keys=True): d for d in
-                    ({n: c[n] for n in spec.symbolic if n in c} for c, _ in members) if d}
+                    ({n: c[n] for n in spec.symbolic if n in c} for c in lefts) if d}
         domain = [distinct[k] for k in sorted(distinct)]
-        first = members[0][0]
+        first = lefts[0]
         ck = hashlib.sha256(json.dumps([shash, g.name, "across", key, right, domain], sort_keys=True,
                                        default=str).encode()).hexdigest()[:32]
         out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", members, src, ck,

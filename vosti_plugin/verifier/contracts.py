@@ -78,9 +78,17 @@ class Goal:
     witness: tuple[tuple[str, str, str], ...] = ()  # (side, writer variable, expression)
     when: str = ""  # a Python condition on the config's constexprs; the goal applies only where it holds
     across: tuple[str, ...] = ()  # constexprs that may differ between the two launches (a cross-config goal)
+    right_when: str = ""  # a cross-config goal: the condition on the right launch's constexprs
 
     def applies(self, config: dict) -> bool:
-        return not self.when or bool(eval(_compiled(self.when), {"__builtins__": {}}, dict(config)))  # noqa: S307
+        return _holds(self.when, config)
+
+    def applies_right(self, config: dict) -> bool:
+        return _holds(self.right_when, config)
+
+
+def _holds(condition: str, config: dict) -> bool:
+    return not condition or bool(eval(_compiled(condition), {"__builtins__": {}}, dict(config)))  # noqa: S307
 
 
 @dataclass(frozen=True)
@@ -123,16 +131,18 @@ def scalar(dtype: str = "int32") -> ScalarSpec:
 
 def goal(name: str, *, same: tuple[str, ...] | list[str] = (), pre: tuple[str, ...] | list[str] = (),
          post: tuple[str, ...] | list[str] = (), witness: dict[str, dict[str, str]] | None = None,
-         when: str = "", across: tuple[str, ...] | list[str] = ()) -> Goal:
+         when: str = "", across: tuple[str, ...] | list[str] = (), right_when: str = "") -> Goal:
     """witness: optional writer of a selected output element, per side ("L"/"R"): {"pid0": expr,
     "lane0": expr, ...} in terms of the goal's free variables and `e0, e1, ...` (the element's coordinates);
     it only helps the coverage proof (which checks it), it is never trusted.
     across: constexprs (tile sizes) whose values may differ between the left and the right launch; the goal
     is then also proved for pairs of configs (`check_goal(..., right_config=...)`), e.g. a decode launch's
     tiles against a prefill launch's. Trusted there: a tl.dot element depends on its row and column operands
-    and the reduction length only, not on the tile shape or the warps (equal per-element MMA chains)."""
+    and the reduction length only, not on the tile shape or the warps (equal per-element MMA chains).
+    right_when: with `across`, the goal is proved on the catalog's pairs whose left config meets `when` and whose
+    right config meets this (one kernel's launch modes chained pair by pair)."""
     w = tuple((side, var, expr) for side, d in (witness or {}).items() for var, expr in d.items())
-    return Goal(name, tuple(same), tuple(pre), tuple(post), w, when, tuple(across))
+    return Goal(name, tuple(same), tuple(pre), tuple(post), w, when, tuple(across), right_when)
 
 
 def contract(*, params: dict[str, Union[TensorSpec, ScalarSpec]], grid: tuple[str, ...] | list[str],

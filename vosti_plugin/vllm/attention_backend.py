@@ -6,7 +6,9 @@ vLLM finds them at the public class path `vosti_plugin.attention.backend.VostiAt
 One kernel path serves prefill, chunked prefill and decode; the launch config comes from the model
 geometry alone (see vosti_plugin.attention.config.select_config). With VOSTI_DECODE_TILE_ROWS set, a step whose
 every query has length 1 runs the geometry's decode config instead, whose rows the verifier proves equal to the
-prefill config's (config.decode_config).
+prefill config's (config.decode_config). With VOSTI_PREFILL_FUSED_FROM=N, a step of at least N query tokens
+that holds a prefill runs the fused path in config.prefill_config's taller tiles and the split path's combine is a
+FOLD launch, whose rows the verifier proves equal to the fused launch's (paged_attention's chain of goals).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
 ensure_interpreter_without_gpu()
 
-from vosti_plugin.attention.config import decode_config, decode_tile_rows, select_config  # noqa: E402
+from vosti_plugin.attention.config import (  # noqa: E402
+    decode_config, decode_tile_rows, fold_config, fused_prefill_from, prefill_config, select_config)
 from vosti_plugin.attention.kv_write import write_kv  # noqa: E402
 from vosti_plugin.attention.paged_attention import (  # noqa: E402
     num_kv_segments,
@@ -216,15 +219,16 @@ def _step_max_seq_len(attn_metadata: VostiAttentionMetadata, segments: int) -> t
 _LOGGED_PATHS: set = set()
 
 
-def _log_path_once(path: str, capacity: int, max_model_len: int, max_graph_tokens: int, device_type: str) -> None:
-    key = (path, capacity, max_model_len, max_graph_tokens, device_type)
+def _log_path_once(path: str, capacity: int, max_model_len: int, max_graph_tokens: int, device_type: str,
+                   fused_from: int = 0) -> None:
+    key = (path, capacity, max_model_len, max_graph_tokens, device_type, fused_from)
     if key in _LOGGED_PATHS:
         return
     _LOGGED_PATHS.add(key)
     log = vosti_logger()
     if path == "split":
-        log.info("vosti attention: split-KV path, up to %d tokens per launch (max_model_len %d)", capacity,
-                 max_model_len)
+        log.info("vosti attention: split-KV path, up to %d tokens per launch (max_model_len %d)%s", capacity,
+                 max_model_len, f"; steps of {fused_from}+ tokens with a prefill run fused" if fused_from else "")
     elif device_type == "cuda":    # on CPU the fused path is the intended one (SPLIT_WORKSPACE_BYTES)
         log.warning("vosti attention: fused path for max_model_len %d: the split-KV workspace of a %d-token "
                     "CUDA-graph step exceeds %.0f%% of device memory, so decode runs one program per query "
@@ -316,6 +320,8 @@ class VostiAttentionImpl(_AttentionImpl):
         self._capacity = 0
         self._decode_rows = decode_tile_rows()
         self._decode_config = None
+        self._fused_from = fused_prefill_from()
+        self._prefill_config = self._fold_config = None
 
     def _launch_config(self, page_size: int, dtype: torch.dtype, device: torch.device):
         if self._config is None:
@@ -327,7 +333,11 @@ class VostiAttentionImpl(_AttentionImpl):
                 num_q_heads=self.num_heads, head_dim=self.head_size,
                 limit_bytes=SPLIT_WORKSPACE_BYTES.get(device.type, SPLIT_WORKSPACE_BYTES["cpu"]),
                 stretch_bytes=_workspace_stretch_bytes(device))
-            _log_path_once(self._path, self._capacity, self.max_model_len, self.max_graph_tokens, device.type)
+            if self._path == "split" and self._fused_from:
+                self._prefill_config = prefill_config(self._config, self.head_size)
+                self._fold_config = fold_config(self._config, self.head_size)
+            _log_path_once(self._path, self._capacity, self.max_model_len, self.max_graph_tokens, device.type,
+                           self._fused_from if self._prefill_config is not None else 0)
         return self._config
 
     def _workspace(self, segments: int, device: torch.device):
@@ -395,13 +405,17 @@ class VostiAttentionImpl(_AttentionImpl):
         out = output[:n].view(n, self.num_heads, self.head_size)
         page_size = kv_cache.shape[2]
         config = self._launch_config(page_size, query.dtype, query.device)
+        path, fold = self._path, self._fold_config
         if self._path == "split" and attn_metadata.max_query_len == 1:
             config = self._decode_config   # a decode-only step (CUDA graphs capture only these)
+        elif self._prefill_config is not None and n >= self._fused_from:
+            # a prefill step: fused in taller tiles, the same bits as the split path's (proved: fused_equals_fold)
+            config, path, fold = self._prefill_config, "fused", None
         workspace = None
         capacity = self._capacity
         bound = self._grid_bound(attn_metadata, query)
         segments = num_kv_segments(attn_metadata.block_table, page_size, config.segment, bound)
-        if self._path == "split":
+        if path == "split":
             full = num_kv_segments(attn_metadata.block_table, page_size, config.segment, self.max_model_len)
             workspace = self._workspace(full, query.device)
             # the same budget holds more tokens of a step whose grid is smaller
@@ -413,9 +427,9 @@ class VostiAttentionImpl(_AttentionImpl):
         def launch(q, out, block_table, seq_lens, query_start_loc):
             paged_attention(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, scale=self.scale,
                             config=config, sliding_window=self.sliding_window, soft_cap=self.logits_soft_cap,
-                            max_seqlen_k=bound, workspace=workspace, path=self._path, max_seq_len=max_seq_len)
+                            max_seqlen_k=bound, workspace=workspace, path=path, max_seq_len=max_seq_len, fold=fold)
 
-        if self._path == "split" and n > capacity:
+        if path == "split" and n > capacity:
             if query.is_cuda and torch.cuda.is_current_stream_capturing():
                 raise RuntimeError(
                     f"vosti: a CUDA graph is capturing a {n}-token attention step, more than one split launch "

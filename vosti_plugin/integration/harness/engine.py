@@ -45,6 +45,9 @@ MODES: dict[str, Mode] = {
                            env={"VOSTI_DECODE_TILE_ROWS": "16"}),
     "vosti-dot16": Mode("vosti-dot16", "vLLM + vosti, row sums by dot, decode steps in 16-row tiles", vosti=True,
                         env={"VOSTI_DECODE_TILE_ROWS": "16", "VOSTI_ATTENTION_ROW_SUMS": "dot"}),
+    # every step of 2+ tokens with a prefill fused in taller tiles, the rest split: the classes compare rows of both
+    "vosti-fused-prefill": Mode("vosti-fused-prefill", "vLLM + vosti, prefill steps fused in taller tiles", vosti=True,
+                                env={"VOSTI_PREFILL_FUSED_FROM": "2"}),
     "default": Mode("default", "vLLM default"),
     # tensor parallel size 2: on CPU two worker processes over gloo/shm (vosti: all-gather + rank-order sum)
     "vosti-tp2": Mode("vosti-tp2", "vLLM + vosti, TP 2", vosti=True, engine=dict(_TP2)),

@@ -1,29 +1,27 @@
-"""The prefill lever's kernel (vosti_plugin.integration.attention_lever: FOLD as the split path's combine, in
-the split launch's tiles or in 16-row tiles; INTERIOR on fused launches, 64 or 128 rows) gives the shipped
-kernel's bits on chunked prefill (split and fused path) and decode, through the H200 timing script's own CPU
-smoke (Triton interpreter, fp32). A variant that drops the masks differs, so the comparison can fail."""
+"""The attention variants the H200 timing script runs: the deployment VOSTI_PREFILL_FUSED_FROM makes (FOLD as the
+split path's combine; prefill fused in config.prefill_config's taller tiles) gives the shipped kernel's bits on chunked
+prefill (split and fused path) and decode, through the script's own CPU smoke (Triton interpreter, fp32). A variant
+that drops the masks differs, so the comparison can fail."""
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LEVER = ["lever: fold combine", "lever: fold combine, fused interior",
-         "lever: fold combine, fused interior, 128 rows, 8 warps", "lever: 16-row fold combine",
-         "lever: 16-row fold combine, fused 128 rows, 8 warps"]
+BOTH_PATHS = ["FOLD combine", "fused prefill, FOLD combine"]
 WRONG = "upper bound: no mask selects"
 
 
-def test_lever_variants_keep_the_shipped_bits(tmp_path):
+def test_both_paths_variants_keep_the_shipped_bits(tmp_path):
     out = tmp_path / "av.json"
     proc = subprocess.run([sys.executable, "integration/gpu/attention_variants.py", "--cpu-smoke", "--out", str(out),
-                           "--variants", ";".join(LEVER + [WRONG])],
+                           "--variants", ";".join(BOTH_PATHS + [WRONG])],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     cases = json.loads(out.read_text())["cases"]
     assert any("fused path" in c for c in cases) and any(c.startswith("decode") for c in cases)
     for case, row in cases.items():
-        for name in LEVER:
+        for name in BOTH_PATHS:
             assert row[name]["bits_equal_shipped"], (case, name)
         assert not row[WRONG]["bits_equal_shipped"], case
 

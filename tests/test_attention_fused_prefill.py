@@ -1,0 +1,126 @@
+"""Prefill steps fused in taller tiles, decode steps split with a FOLD combine (VOSTI_PREFILL_FUSED_FROM): the tile
+rules, the three launch forms' rows bit for bit, the startup probe, the launch check, and the step choice inside real
+vLLM (CPU). The verifier's chain that makes the three one algorithm is tests/test_verifier_fused_split_chain.py."""
+import pytest
+import torch
+
+from vosti_plugin.attention.config import fold_config, fused_prefill_from, prefill_config, select_config
+from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch, random_request, run_paged_batch
+from vosti_plugin.integration.reference_attention import reference_attention
+
+
+@pytest.mark.parametrize("head_dim, q_heads, kv_heads, dtype, prefill, fold", [
+    (128, 32, 8, torch.bfloat16, (128, 32, 8), (4, 1, 1)),     # Llama-3.1-8B: 64 rows on 4 warps -> 128 on 8
+    (256, 8, 4, torch.bfloat16, (64, 32, 8), (2, 1, 1)),       # Gemma-3-4B: already 8 warps, head dim 256: kept
+    (128, 28, 4, torch.bfloat16, (128, 16, 8), (8, 1, 2)),     # Qwen2.5-7B: 7 queries a KV head, a group of 8
+    (128, 64, 1, torch.bfloat16, (128, 2, 8), (64, 1, 8)),     # a group of 64
+    (32, 4, 2, torch.float32, (64, 32, 8), (2, 1, 1)),         # the CPU interpreter's 32-row tiles
+])
+def test_prefill_and_fold_tiles(head_dim, q_heads, kv_heads, dtype, prefill, fold):
+    config = select_config(head_dim, q_heads, kv_heads, 16, dtype)
+    p, f = prefill_config(config, head_dim), fold_config(config, head_dim)
+    assert (p.block_m, p.block_q, p.num_warps) == prefill and (f.block_m, f.block_q, f.num_warps) == fold
+    # each warp keeps the rows it holds in the config's tiles; the key tiles, segments and row sums are the config's
+    assert p.block_m // p.num_warps == config.block_m // config.num_warps
+    for c in (p, f):
+        assert (c.block_n, c.segment, c.group, c.row_sums_by_dot) == (config.block_n, config.segment, config.group,
+                                                                     config.row_sums_by_dot)
+
+
+def test_the_switch_is_off_by_default_and_names_what_it_takes(monkeypatch):
+    monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM", raising=False)
+    assert fused_prefill_from() == 0
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "512")
+    assert fused_prefill_from() == 512
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "yes")
+    with pytest.raises(ValueError, match="a number of query tokens"):
+        fused_prefill_from()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("window, soft_cap", [(None, None), (300, None), (None, 20.0)],
+                         ids=["causal", "window", "soft-cap"])
+def test_fused_prefill_rows_equal_the_split_rows_folded_or_combined(window, soft_cap):
+    """Three launch forms of one batch (a chunk over two segments of cached keys beside short prefills and decodes):
+    split + the combine kernel, split + FOLD, fused in the prefill tiles; every row bitwise the same in all three,
+    and within fp32 rounding of an independent float64 reference."""
+    heads, dim = (4, 2), 32
+    config = select_config(dim, heads[0], heads[1], 16, torch.float32)
+    requests = [random_request(700, 70, *heads, dim, seed=1), random_request(9, 9, *heads, dim, seed=2),
+                random_request(530, 1, *heads, dim, seed=3), random_request(41, 3, *heads, dim, seed=4)]
+    batch = build_paged_batch(requests, page_size=16, seed=5, padding_rows=2)
+    kwargs = dict(scale=dim ** -0.5, sliding_window=window, soft_cap=soft_cap)
+    combined = run_paged_batch(batch, config, path="split", **kwargs)
+    folded = run_paged_batch(batch, config, path="split", fold=fold_config(config, dim), **kwargs)
+    fused = run_paged_batch(batch, prefill_config(config, dim), path="fused", **kwargs)
+    for req, a, b, c in zip(requests, combined, folded, fused):
+        assert bitwise_equal(a, b) and bitwise_equal(a, c)
+        ref = reference_attention(req.queries.double(), req.keys.double(), req.values.double(), req.positions(),
+                                  scale=dim ** -0.5, sliding_window=window, soft_cap=soft_cap)
+        torch.testing.assert_close(c.double(), ref, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_startup_probe_compares_fused_prefill_rows_with_split_rows(monkeypatch):
+    from triton.runtime import interpreter
+
+    from tests.test_host_numerics import _tile_height_dependent_dot, tiny_facts
+    from vosti_plugin.launch import host_numerics
+
+    facts = tiny_facts()
+    monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM", raising=False)
+    host_numerics.clear_cache()
+    try:
+        assert "paged_attention/fused-prefill" not in {p.name for p in host_numerics.run_self_test(facts).probes}
+        monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "512")
+        on = host_numerics.run_self_test(facts)
+        assert on.ok and "paged_attention/fused-prefill" in {p.name for p in on.probes}, \
+            host_numerics.describe_failure(on)
+
+        config = select_config(facts.head_size, facts.num_q_heads, facts.num_kv_heads, facts.page_size, torch.float32)
+        taller = prefill_config(config, facts.head_size).block_m
+        assert taller > config.block_m
+        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
+                            _tile_height_dependent_dot(interpreter.InterpreterBuilder.create_dot, taller))
+        host_numerics.clear_cache()
+        broken = host_numerics.run_self_test(facts)
+        print(host_numerics.describe_failure(broken))
+        assert {p.name for p in broken.probes if not p.ok} == {"paged_attention/fused-prefill"}
+        assert "unset VOSTI_PREFILL_FUSED_FROM" in host_numerics.failure_of(broken).fix
+    finally:
+        host_numerics.clear_cache()
+
+
+def test_launch_check_wants_the_prefill_and_fold_configs_only_when_on(monkeypatch):
+    from tests.test_host_numerics import tiny_facts
+    from vosti_plugin.launch.verified import kernel_configs_for, wanted_configs
+
+    facts = tiny_facts()
+    monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM", raising=False)
+    assert not {"paged_attention/prefill", "paged_attention/fold"} & set(kernel_configs_for(facts))
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "64")
+    configs = kernel_configs_for(facts)
+    assert configs["paged_attention/prefill"]["block_m"] == 2 * configs["paged_attention"]["block_m"]
+    assert configs["paged_attention/fold"]["block_q"] == 1
+    assert len(wanted_configs(facts)["paged_attention"]) == 3
+
+
+@pytest.mark.vllm
+def test_prefill_steps_run_fused_inside_vllm_and_keep_the_logits(tiny_model_path, monkeypatch):
+    """Real vLLM (CPU), a split deployment with VOSTI_PREFILL_FUSED_FROM=16: steps of 16+ tokens with a prefill launch
+    the fused path in 64-row tiles, the others the split path with a FOLD combine; a request's raw logits are bitwise
+    the same alone, batched, and staggered (its rows computed by the other path in another step), and match an
+    independent reference forward."""
+    from tests.reference_forward import assert_first_step_matches_reference
+    from tests.test_attention_decode_tiles import PROMPTS, run_on_the_split_path
+
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "16")
+    launches, alone, together, staggered, paths = run_on_the_split_path(tiny_model_path, monkeypatch)
+    assert paths == {"split"}
+    fused = {(kw["config"].block_m, kw["fold"]) for tokens, kw in launches if kw["path"] == "fused"}
+    split = {(kw["config"].block_m, kw["fold"].block_q) for tokens, kw in launches if kw["path"] == "split"}
+    assert fused == {(64, None)} and split == {(32, 1)}, launches
+    assert all(tokens >= 16 for tokens, kw in launches if kw["path"] == "fused")
+    assert together == alone
+    assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]
+    assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])
