@@ -124,3 +124,13 @@ def test_prefill_steps_run_fused_inside_vllm_and_keep_the_logits(tiny_model_path
     assert together == alone
     assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]
     assert_first_step_matches_reference(tiny_model_path, PROMPTS[0], alone[0][0])
+
+
+def test_a_fold_config_of_other_segments_is_refused():
+    import dataclasses
+
+    config = select_config(32, 4, 2, 16, torch.float32)
+    batch = build_paged_batch([random_request(40, 3, 4, 2, 32, seed=1)], page_size=16, seed=1)
+    other = dataclasses.replace(fold_config(config, 32), segment=256)
+    with pytest.raises(ValueError, match="must fold the config's segments"):
+        run_paged_batch(batch, config, path="split", fold=other, scale=0.1)

@@ -94,9 +94,9 @@ def test_dot_row_sums_and_decode_tiles_inside_vllm_keep_the_logits(tiny_model_pa
     monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", "dot")
     monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
     launches, alone, together, staggered, paths = run_on_the_split_path(tiny_model_path, monkeypatch)
-    assert paths == {"split"} and {config.row_sums_by_dot for _tokens, config in launches} == {True}
-    decode = {(c.block_m, c.num_warps) for tokens, c in launches if tokens <= len(PROMPTS)}
-    prefill = {(c.block_m, c.num_warps) for tokens, c in launches if tokens > len(PROMPTS)}
+    assert paths == {"split"} and {kw["config"].row_sums_by_dot for _tokens, kw in launches} == {True}
+    decode = {(kw["config"].block_m, kw["config"].num_warps) for tokens, kw in launches if tokens <= len(PROMPTS)}
+    prefill = {(kw["config"].block_m, kw["config"].num_warps) for tokens, kw in launches if tokens > len(PROMPTS)}
     assert prefill == {(32, 4)} and decode == {(16, 4)}, launches
     assert together == alone
     assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]

@@ -47,7 +47,7 @@ def test_guard_checks_every_forward_launch_and_refuses_an_unproved_one(tiny_mode
 
     from vosti_plugin.integration.engine_presets import build_llm
     from vosti_plugin.launch import guard
-    from vosti_plugin.verifier.api import cached_results
+    from vosti_plugin.verifier.api import cached_results, verify_catalog
 
     monkeypatch.setenv("VOSTI_AUDIT", "1")
     monkeypatch.delenv(guard.ENV, raising=False)
@@ -73,7 +73,8 @@ def test_guard_checks_every_forward_launch_and_refuses_an_unproved_one(tiny_mode
         assert not unchecked, f"launched without passing the guard: {unchecked}"
 
         attention = next(key for key in launch_witness if key[0] == "_paged_attention_segments_kernel")
-        rows = [r for r in cached_results()
+        # the whole catalog's rows (audit mode armed this process with the deployment's proofs only)
+        rows = [r for r in (cached_results() or verify_catalog())
                 if not (r.kernel == attention[0] and tuple(sorted(r.config.items())) == attention[1])]
         guard.arm(rows)
         before = launch_witness[attention]

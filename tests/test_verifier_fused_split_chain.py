@@ -135,3 +135,20 @@ def test_the_catalog_chains_every_fused_prefill_launch(monkeypatch):
     monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM")
     assert not any(len(p) == 4 for p in shipped.verifier_catalog()[0]["cross"])
 
+
+
+def test_cross_proofs_of_large_query_groups_cover_one_geometry_each(monkeypatch):
+    """A chain proof over many geometries can run out of Z3's time (a group of 16 query heads over 480 geometries
+    did): groups of 16+ take one (head dim, queries per KV head, page size) a proof, smaller groups up to 64."""
+    from vosti_plugin.verifier.api import catalog_plan
+
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "512")
+    groups, _ = catalog_plan("_paged_attention_segments_kernel")
+    chain = [g for g in groups if g.goal.split()[0] in ("probe_free", "probe_equals_split", "fused_equals_fold")]
+    assert chain
+    for g in chain:
+        domain = g.task[3]
+        assert len(domain) <= (4 if g.task[2]["GROUP"] >= 16 else 64), (g.goal, g.task[2], len(domain))
+        assert len({(d["HEAD_DIM"], d["QUERIES_PER_KV"], d["PAGE_SIZE"]) for d in domain}) == 1 or g.task[2]["GROUP"] < 16
+        # the right launch shares the chunk's symbolic values (only `across` names may differ)
+        assert all(g.task[5][n] == g.task[4][n] for n in domain[0] if n in g.task[5])

@@ -356,6 +356,11 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
     return groups, rejected
 
 
+# Symbolic value tuples one cross-config proof covers at most (a catalog entry's "cross_chunk"(group key) may say
+# fewer): Z3's time over a domain can grow faster than the domain.
+_CROSS_DOMAIN_CHUNK = 64
+
+
 def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, src: str,
                   wanted: Wanted | None) -> list[Group]:
     """The goal proved across the entry's `cross` pairs: (left config, right config, left's launch-config
@@ -379,14 +384,25 @@ def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, 
         group[3].append(left)
     out = []
     for key, right, members, lefts in by_key.values():
-        distinct = {json.dumps(d, sort_keys=True): d for d in
-                    ({n: c[n] for n in spec.symbolic if n in c} for c in lefts) if d}
-        domain = [distinct[k] for k in sorted(distinct)]
-        first = lefts[0]
-        ck = hashlib.sha256(json.dumps([shash, g.name, "across", key, right, domain], sort_keys=True,
-                                       default=str).encode()).hexdigest()[:32]
-        out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", members, src, ck,
-                         (ei, gi, key, domain, first, right)))
+        by_domain: dict[str, list] = {}   # the members of each symbolic value tuple
+        for member, left in zip(members, lefts):
+            d = {n: left[n] for n in spec.symbolic if n in left}
+            by_domain.setdefault(json.dumps(d, sort_keys=True), [d, [], []])
+            by_domain[json.dumps(d, sort_keys=True)][1].append(member)
+            by_domain[json.dumps(d, sort_keys=True)][2].append(left)
+        keys = sorted(by_domain)
+        size = entry.get("cross_chunk", lambda _key: _CROSS_DOMAIN_CHUNK)(key)
+        for start in range(0, len(keys), size):
+            chunk = [by_domain[k] for k in keys[start:start + size]]
+            domain = [d for d, _m, _l in chunk if d]
+            part = [m for _d, ms, _l in chunk for m in ms]
+            first = chunk[0][2][0]
+            # the symbolic constexprs are the same on both sides (the domain's values): take the chunk's first
+            right_first = {**right, **{n: first[n] for n in spec.symbolic if n in first and n in right}}
+            ck = hashlib.sha256(json.dumps([shash, g.name, "across", key, right_first, domain], sort_keys=True,
+                                           default=str).encode()).hexdigest()[:32]
+            out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", part, src, ck,
+                             (ei, gi, key, domain, first, right_first)))
     return out
 
 
