@@ -94,7 +94,7 @@ _INT32_OFFSETS = tuple(c.format(S=S) for S in "LR" for c in (
     "(PAGE_SIZE - 1) * {S}.stride_vp < 2147483648", "(HKV - 1) * {S}.stride_vh < 2147483648",
     "{S}.NSEG == {S}.num_segments",  # the split workspace holds num_segments partials per row and head
     # and so every segment of the launch's sequences (num_segments follows the longest sequence)
-    "forall(i, 0 <= i < {S}.num_seqs, {S}.seq_lens_ptr[i] <= {S}.num_segments * SEGMENT)"))
+    "forall(i, 0 <= i < {S}.num_seqs, {S}.seq_lens_ptr[i] <= {S}.num_segments * {S}.SEGMENT)"))
 _LO = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
 _KV_EQUAL = tuple(
     f"forall(j, {_LO} <= j <= p, L.{t}[L.block_table_ptr[sL, j // PAGE_SIZE], j % PAGE_SIZE, :, :] == "
@@ -702,11 +702,11 @@ def _both_paths(key, cfg: AttentionLaunchConfig, split_base: dict, constexprs, b
 
 
 def _cross_chunk(key: dict) -> int:
-    """Geometries one cross-config proof covers: groups of 16+ query heads a KV head take one (head dim, queries per
-    KV head, page size) a proof, its four mask/cap flags together (fused_equals_fold over the 480 geometries of a
+    """Geometries one cross-config proof covers: the chain's proofs (PROBE on the left) for groups of 16+ query heads a
+    KV head take one (head dim, queries per KV head, page size) a proof, its four mask/cap flags together (fused_equals_fold over the 480 geometries of a
     group of 16 ran out of Z3's time, over 64 of them it took 100-170 s and failed, over 4 it takes 7 s; a group of
     8 proves its 240 in 28 s)."""
-    return 4 if key.get("GROUP", 1) >= 16 else 64
+    return 4 if key.get("PROBE") and key.get("GROUP", 1) >= 16 else 1 << 20
 
 
 def verifier_catalog() -> list[dict]:

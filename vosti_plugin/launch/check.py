@@ -13,6 +13,7 @@ from vosti_plugin.launch.builtin import BuiltinRules
 from vosti_plugin.launch.facts import LaunchFacts, facts_from_vllm_config
 from vosti_plugin.launch.log import vosti_logger
 from vosti_plugin.launch.obligations import Failure, LaunchRefused, evaluate_all
+from vosti_plugin.launch.verified import wanted_configs
 
 CERTIFICATE_LOG_PREFIX = "vosti determinism certificate: "
 CERTIFICATE_ENV = "VOSTI_CERTIFICATE"
@@ -63,7 +64,7 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
     vosti_logger().info("%s%s", CERTIFICATE_LOG_PREFIX, json.dumps(cert, sort_keys=True))
     _accepted[key] = cert
     _checked.add(_check_key(facts, None))
-    guard.arm_for_serving(getattr(vllm_config, "additional_config", None), facts)
+    guard.arm_for_serving(getattr(vllm_config, "additional_config", None), wanted_configs(facts))
     return cert
 
 
@@ -83,7 +84,7 @@ def check_in_engine_process(vllm_config, where: str) -> None:
     if failures:
         raise LaunchRefused(failures)
     _checked.add(key)
-    guard.arm_for_serving(getattr(vllm_config, "additional_config", None), facts)
+    guard.arm_for_serving(getattr(vllm_config, "additional_config", None), wanted_configs(facts))
     vosti_logger().info("vosti launch check passed in %s", where)
 
 

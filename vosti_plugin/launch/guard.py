@@ -68,10 +68,10 @@ def proved_keys(results) -> tuple[frozenset, dict[str, int]]:
     return frozenset(keys), ranks
 
 
-def arm(results=None, facts=None) -> None:
+def arm(results=None, wanted=None) -> None:
     """Check every later launch in this process against proved configs: those of `results` (verify_catalog() rows);
-    else of the whole catalog's cached verification of the installed sources; else, given `facts` (a deployment's
-    LaunchFacts), the proofs that deployment needs (run now where not cached: its attention configs' groups, where
+    else of the whole catalog's cached verification of the installed sources; else, given `wanted` (a deployment's
+    launch configs, launch.verified.wanted_configs), the proofs that deployment needs (run now where not cached: its attention configs' groups, where
     a whole catalog with a switch on is minutes of proofs on 2 cores), added to the deployments armed before in
     this process; else the whole catalog's, run now."""
     global _armed, _proved, _ranks
@@ -80,25 +80,22 @@ def arm(results=None, facts=None) -> None:
     if results is not None:
         _proved, _ranks = proved_keys(results)
     else:
-        proved, ranks = _stored_proofs(facts)
-        if _armed and facts is not None:
+        proved, ranks = _stored_proofs(wanted)
+        if _armed and wanted is not None:
             proved = _proved | proved   # another deployment in this process: the set only grows
         _proved, _ranks = proved, {**_ranks, **ranks}
     _passed.clear()
     _armed = True
 
 
-def _stored_proofs(facts) -> tuple[frozenset, dict[str, int]]:
+def _stored_proofs(wanted) -> tuple[frozenset, dict[str, int]]:
     from vosti_plugin.verifier.api import _fingerprint, cached_results, verify_catalog, verify_configs
 
     # the installed sources do not change within a process, the catalog switches may: read once per value
     fp = _fingerprint(None)
     if fp not in _from_cache:
         results = cached_results()
-        if results is None and facts is not None:
-            from vosti_plugin.launch.verified import wanted_configs
-
-            wanted = wanted_configs(facts)
+        if results is None and wanted is not None:
             key = (fp, repr(sorted((family, sorted(configs)) for family, configs in wanted.items())))
             if key not in _from_cache:
                 _from_cache[key] = proved_keys(verify_configs(wanted))
@@ -125,13 +122,13 @@ def requested(additional_config: dict | None = None) -> bool:
     return audit_requested(additional_config)
 
 
-def arm_for_serving(additional_config: dict | None = None, facts=None) -> None:
+def arm_for_serving(additional_config: dict | None = None, wanted=None) -> None:
     """Called by the launch check once it accepted a vosti launch in this process (additional_config: the
-    engine's `--additional-config`, where audit mode can be asked for; facts: the accepted deployment's
-    LaunchFacts, whose proved configs join the armed set)."""
-    if (_armed and facts is None) or not requested(additional_config):
+    engine's `--additional-config`, where audit mode can be asked for; wanted: the accepted deployment's launch
+    configs, launch.verified.wanted_configs, whose proofs join the armed set)."""
+    if (_armed and wanted is None) or not requested(additional_config):
         return
-    arm(facts=facts)
+    arm(wanted=wanted)
 
 
 def disarm() -> None:
