@@ -110,10 +110,8 @@ def test_a_cross_group_over_its_domain_is_proved(monkeypatch):
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("row_sums", ["sum", "dot"])
 def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch, row_sums):
-    from triton.runtime import interpreter
-
     from vosti_plugin.launch import host_numerics
-    from tests.test_host_numerics import _tile_height_dependent_dot, tiny_facts
+    from tests.test_host_numerics import assert_only_probe_refuses_under_tile_height_dot, tiny_facts
 
     facts = tiny_facts()
     monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", row_sums)
@@ -129,13 +127,8 @@ def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch, row
 
         prefill_rows = select_config(facts.head_size, facts.num_q_heads, facts.num_kv_heads, facts.page_size,
                                      torch.float32).block_m
-        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
-                            _tile_height_dependent_dot(interpreter.InterpreterBuilder.create_dot, prefill_rows))
-        host_numerics.clear_cache()
-        broken = host_numerics.run_self_test(facts)
-        print(host_numerics.describe_failure(broken))
-        assert {p.name for p in broken.probes if not p.ok} == {"paged_attention/decode-tiles"}
-        assert "unset VOSTI_DECODE_TILE_ROWS" in host_numerics.failure_of(broken).fix
+        assert_only_probe_refuses_under_tile_height_dot(monkeypatch, facts, prefill_rows, "paged_attention/decode-tiles",
+                                                        "unset VOSTI_DECODE_TILE_ROWS")
     finally:
         host_numerics.clear_cache()
 

@@ -62,9 +62,7 @@ def test_fused_prefill_rows_equal_the_split_rows_folded_or_combined(window, soft
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_startup_probe_compares_fused_prefill_rows_with_split_rows(monkeypatch):
-    from triton.runtime import interpreter
-
-    from tests.test_host_numerics import _tile_height_dependent_dot, tiny_facts
+    from tests.test_host_numerics import assert_only_probe_refuses_under_tile_height_dot, tiny_facts
     from vosti_plugin.launch import host_numerics
 
     facts = tiny_facts()
@@ -80,13 +78,8 @@ def test_startup_probe_compares_fused_prefill_rows_with_split_rows(monkeypatch):
         config = select_config(facts.head_size, facts.num_q_heads, facts.num_kv_heads, facts.page_size, torch.float32)
         taller = prefill_config(config, facts.head_size).block_m
         assert taller > config.block_m
-        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
-                            _tile_height_dependent_dot(interpreter.InterpreterBuilder.create_dot, taller))
-        host_numerics.clear_cache()
-        broken = host_numerics.run_self_test(facts)
-        print(host_numerics.describe_failure(broken))
-        assert {p.name for p in broken.probes if not p.ok} == {"paged_attention/fused-prefill"}
-        assert "unset VOSTI_PREFILL_FUSED_FROM" in host_numerics.failure_of(broken).fix
+        assert_only_probe_refuses_under_tile_height_dot(monkeypatch, facts, taller, "paged_attention/fused-prefill",
+                                                        "unset VOSTI_PREFILL_FUSED_FROM")
     finally:
         host_numerics.clear_cache()
 

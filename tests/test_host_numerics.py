@@ -173,6 +173,20 @@ def _tile_height_dependent_dot(original, rows: int):
     return dot
 
 
+def assert_only_probe_refuses_under_tile_height_dot(monkeypatch, facts, rows: int, probe: str, fix: str):
+    """With a dot whose rows change in tiles of `rows`+ rows, the startup probes fail exactly `probe`, and the
+    refusal's fix names `fix`."""
+    from triton.runtime import interpreter
+
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
+                        _tile_height_dependent_dot(interpreter.InterpreterBuilder.create_dot, rows))
+    host_numerics.clear_cache()
+    broken = host_numerics.run_self_test(facts)
+    print(host_numerics.describe_failure(broken))
+    assert {p.name for p in broken.probes if not p.ok} == {probe}
+    assert fix in host_numerics.failure_of(broken).fix
+
+
 def test_tall_rows_are_checked_against_the_decode_row(monkeypatch):
     """With the tall path on, a prefill-sized launch's rows must carry the bits of the same row decoded alone;
     a dot that changes with the tile height fails exactly those probes."""
