@@ -128,6 +128,15 @@ def test_self_test_passes_here_and_is_cached_per_process():
     assert host_numerics.run_self_test(facts) is first
 
 
+def _wrap_dot(monkeypatch, wrap) -> None:
+    """Replace the interpreter's dot by wrap(vosti's dot). vosti's numerics go in first: a kernel module imported
+    later would install them over the wrapper, and the monkeypatch would then restore the host's raw dot."""
+    from triton.runtime import interpreter
+
+    interpreter_numerics.install()
+    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", wrap(interpreter.InterpreterBuilder.create_dot))
+
+
 def _lane_dependent_dot(original):
     """A dot whose row 1 of every tile is one ulp off: what a lane-dependent BLAS does to a GEMM."""
     def dot(self, a, b, d, input_precision, max_num_imprecise_acc):
@@ -140,12 +149,9 @@ def _lane_dependent_dot(original):
 
 
 def test_self_test_refuses_a_lane_dependent_dot(monkeypatch):
-    from triton.runtime import interpreter
-
     from vosti_plugin.launch.obligations import LaunchRefused
 
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
-                        _lane_dependent_dot(interpreter.InterpreterBuilder.create_dot))
+    _wrap_dot(monkeypatch, _lane_dependent_dot)
     host_numerics.clear_cache()
     try:
         result = host_numerics.run_self_test(tiny_facts())
@@ -176,10 +182,7 @@ def _tile_height_dependent_dot(original, rows: int):
 def assert_only_probe_refuses_under_tile_height_dot(monkeypatch, facts, rows: int, probe: str, fix: str):
     """With a dot whose rows change in tiles of `rows`+ rows, the startup probes fail exactly `probe`, and the
     refusal's fix names `fix`."""
-    from triton.runtime import interpreter
-
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
-                        _tile_height_dependent_dot(interpreter.InterpreterBuilder.create_dot, rows))
+    _wrap_dot(monkeypatch, lambda dot: _tile_height_dependent_dot(dot, rows))
     host_numerics.clear_cache()
     broken = host_numerics.run_self_test(facts)
     print(host_numerics.describe_failure(broken))
@@ -190,8 +193,6 @@ def assert_only_probe_refuses_under_tile_height_dot(monkeypatch, facts, rows: in
 def test_tall_rows_are_checked_against_the_decode_row(monkeypatch):
     """With the tall path on, a prefill-sized launch's rows must carry the bits of the same row decoded alone;
     a dot that changes with the tile height fails exactly those probes."""
-    from triton.runtime import interpreter
-
     from vosti_plugin.ops import matmul
 
     monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
@@ -202,8 +203,7 @@ def test_tall_rows_are_checked_against_the_decode_row(monkeypatch):
         assert result.ok and tall, host_numerics.describe_failure(result)
 
         tall_rows = matmul.tall_config(matmul.select_config(64, 64, torch.float32), torch.float32).block_m
-        monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot",
-                            _tile_height_dependent_dot(interpreter.InterpreterBuilder.create_dot, tall_rows))
+        _wrap_dot(monkeypatch, lambda dot: _tile_height_dependent_dot(dot, tall_rows))
         host_numerics.clear_cache()
         result = host_numerics.run_self_test(tiny_facts())
         failed = {p.name for p in result.probes if not p.ok}
