@@ -17,8 +17,8 @@
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
 # prefill-parts and bench-capture (#20: what an eager prefill step's host time costs), decode-parts (#20: a decode
 # step by part as replayed graphs, no vLLM), attention-both-paths (#20: VOSTI_PREFILL_FUSED_FROM's FOLD combine
-# and fused prefill tiles against the shipped kernel, no vLLM), harness-fused-prefill and bench-fused-prefill (the
-# same deployment under the four classes, and timed against vosti and default), attention-prefill (#20: the unmasked
+# and fused prefill tiles against the shipped kernel, no vLLM; ATTN_GEOMETRIES), harness-fused-prefill and bench-fused-prefill (the
+# same deployment under the four classes, and timed against vosti and default; FUSED_PREFILL_BENCH_MODES, _CONTEXTS), attention-prefill (#20: the unmasked
 # loop's schedule and the FMA ban's cost, no vLLM), decode-tiles-gpu (no vLLM), harness-decode16 and bench-decode16 (#20: decode-only steps in
 # 16-row attention tiles, VOSTI_DECODE_TILE_ROWS=16, under the four classes and timed against vosti and default),
 # harness-dot16 (the same tiles on the config's warps with row sums by dot, VOSTI_ATTENTION_ROW_SUMS=dot), harness-decode-modes
@@ -174,7 +174,7 @@ for step in $STEPS; do
       timeout 400 python3 integration/gpu/attention_variants.py --geometry gemma3-4b --variants "${ATTN_VARIANTS:-tile loop 3 stages;tile loop 4 stages;tiles of 16 rows;tiles of 16 rows, 3 stages;tiles of 32 rows;4 warps;combine w1, loop 2 stages;segments of 256 (other bits);segments of 128 (other bits);KV tiles of 128 (other bits)}" \
         --out "$R/attention-variants-gemma.json" > "$R/attention-variants-gemma.log" 2>&1; log "attention-variants-gemma rc=$?" ;;
     attention-both-paths)   # VOSTI_PREFILL_FUSED_FROM's launches (#20): decode split with a FOLD combine, prefill fused in taller tiles; Llama then Gemma heads
-      for g in llama31-8b gemma3-4b; do
+      for g in ${ATTN_GEOMETRIES:-llama31-8b gemma3-4b}; do
         timeout 300 python3 integration/gpu/attention_variants.py --geometry $g \
           --variants "FOLD combine;fused prefill, FOLD combine;combine w4" \
           --out "$R/attention-both-paths-$g.json" > "$R/attention-both-paths-$g.log" 2>&1
@@ -185,8 +185,8 @@ for step in $STEPS; do
         > "$R/harness-fused-prefill.log" 2>&1; log "harness-fused-prefill rc=$?" ;;
     bench-fused-prefill)   # prefill and decode with VOSTI_PREFILL_FUSED_FROM=512 vs vosti vs stock default, batch 4 (#20)
       for m in ${FUSED_PREFILL_MODELS:-llama31-8b}; do
-        env OUT="$R/bench-fused-prefill-$m" MODEL=$m BENCH_MODES="vosti-fused-prefill vosti default" \
-          CONTEXTS=1024,8192,16384 BATCHES=4 DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
+        env OUT="$R/bench-fused-prefill-$m" MODEL=$m BENCH_MODES="${FUSED_PREFILL_BENCH_MODES:-vosti-fused-prefill vosti default}" \
+          CONTEXTS=${FUSED_PREFILL_CONTEXTS:-1024,8192,16384} BATCHES=4 DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
           > "$R/bench-fused-prefill-$m.log" 2>&1
       done; log "bench-fused-prefill done" ;;
     bench-attn)   # prefill/decode after an attention change: vosti vs stock default at 1K/8K/16K, batch 4 (#20)
