@@ -9,6 +9,8 @@ What it reads in RUN_DIR (all of it git-ignored under integration/results):
   attention_sweep.json    integration/gpu/attention_sweep.py -> shipped, checked and fastest configs per case
   att.json, dense.json    integration/gpu/attention_check.py, dense_bench.py -> pass/fail per property, GEMM timings
   decode_*.json, prof_*.json  integration/gpu/profile_decode.py -> per-step time per kernel family
+  decode_gemm_sweep.json  integration/gpu/decode_gemm_sweep.py -> per shape: cuBLAS, the shipped config, the
+                          fastest config with the shipped splits (the same bits) and the fastest of all
 The harness and `vosti_plugin.integration.bench.report` write summary.json themselves; this rebuilds it for any run.
 """
 from __future__ import annotations
@@ -121,13 +123,43 @@ def dense(run: Path) -> dict | None:
 
 
 def profile(run: Path) -> dict | None:
-    paths = sorted(p for pattern in ("decode_*.json", "prof_*.json") for p in run.glob(pattern))
+    paths = sorted(p for pattern in ("decode_*.json", "prof_*.json") for p in run.glob(pattern)
+                   if p.name != "decode_gemm_sweep.json")
     if not paths:
         return None
     return _round({"kind": "profile", "runs": {p.stem: _load(p) for p in paths}}, 5)
 
 
-SUMMARIES = (harness, bench, tall_gemm, attention_sweep, attention_check, dense, profile)
+def _fastest(rows: list[dict], m: str) -> dict:
+    best = min(rows, key=lambda r: r["us"][m])
+    return {"config": best["config"], "us": best["us"][m]}
+
+
+def _same_splits(a: dict, b: dict) -> bool:
+    """Whether two GEMM configs cut K at the same boundaries (and so give a row the same bits on the GPU)."""
+    if a["split_k"] != b["split_k"]:
+        return False
+    return a["split_k"] == 1 or (a["split_block_k"] or a["block_k"]) == (b["split_block_k"] or b["block_k"])
+
+
+def decode_gemm_sweep(run: Path) -> dict | None:
+    path = run / "decode_gemm_sweep.json"
+    if not path.exists():
+        return None
+    data = _load(path)
+    shapes = []
+    for shape in data["shapes"]:
+        rows, shipped = shape["rows"], next((r for r in shape["rows"] if r.get("shipped")), None)
+        same = [r for r in rows if shipped and _same_splits(r["config"], shipped["config"])]
+        shapes.append({"N": shape["N"], "K": shape["K"], "floor_us": shape["floor_us"], "cublas_us": shape["cublas_us"],
+                       "configs": len(rows), "unequal_to_tall": sum(not r.get("bits_equal_tall", True) for r in rows),
+                       "shipped": shipped and {"config": shipped["config"], "us": shipped["us"]},
+                       "fastest_same_splits": {m: _fastest(same, m) for m in map(str, data["m"])} if same else None,
+                       "fastest": {m: _fastest(rows, m) for m in map(str, data["m"])}})
+    return _round({"kind": "decode_gemm_sweep", "m": data["m"], "device": data.get("device"), "shapes": shapes}, 4)
+
+
+SUMMARIES = (harness, bench, tall_gemm, attention_sweep, attention_check, dense, profile, decode_gemm_sweep)
 
 
 def summarize(run: Path, keep_configs: tuple[str, ...] = ()) -> dict:
