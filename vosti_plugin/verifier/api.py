@@ -356,8 +356,8 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
     return groups, rejected
 
 
-# Symbolic value tuples one cross-config proof covers at most (a catalog entry's "cross_chunk"(group key) may say
-# fewer): Z3's time over a domain can grow faster than the domain.
+# Symbolic value tuples one cross-config proof covers at most, unless the catalog entry's "cross_chunk"(group
+# key) says how many (None: the whole domain in one proof): Z3's time over a domain can grow faster than the domain.
 _CROSS_DOMAIN_CHUNK = 64
 
 
@@ -387,11 +387,11 @@ def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, 
         by_domain: dict[str, list] = {}   # the members of each symbolic value tuple
         for member, left in zip(members, lefts):
             d = {n: left[n] for n in spec.symbolic if n in left}
-            by_domain.setdefault(json.dumps(d, sort_keys=True), [d, [], []])
-            by_domain[json.dumps(d, sort_keys=True)][1].append(member)
-            by_domain[json.dumps(d, sort_keys=True)][2].append(left)
+            _d, of_domain, lefts_of_domain = by_domain.setdefault(json.dumps(d, sort_keys=True), [d, [], []])
+            of_domain.append(member)
+            lefts_of_domain.append(left)
         keys = sorted(by_domain)
-        size = entry.get("cross_chunk", lambda _key: _CROSS_DOMAIN_CHUNK)(key)
+        size = entry.get("cross_chunk", lambda _key: _CROSS_DOMAIN_CHUNK)(key) or len(keys)
         for start in range(0, len(keys), size):
             chunk = [by_domain[k] for k in keys[start:start + size]]
             domain = [d for d, _m, _l in chunk if d]
