@@ -11,7 +11,7 @@ from vosti_plugin.integration.harness import engine as harness_engine
 def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     for name in ("VOSTI_TALL_GEMM", "VOSTI_TMA_GEMM", "VLLM_BATCH_INVARIANT", "VOSTI_SPLIT_WORKSPACE_SHARE",
                  "VOSTI_EAGER_STEP_GRID", "VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS",
-                 "VOSTI_PREFILL_FUSED_FROM"):   # set first so monkeypatch restores the original
+                 "VOSTI_PREFILL_FUSED_FROM", "VOSTI_MID_GEMM"):   # set first so monkeypatch restores the original
         monkeypatch.setenv(name, "0")
         monkeypatch.delenv(name)
     bench_modes.prepare_environment(mode)
@@ -23,6 +23,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     assert os.environ.get("VOSTI_DECODE_TILE_ROWS") == ("16" if mode in ("vosti-decode16", "vosti-dot16") else None)
     assert os.environ.get("VOSTI_ATTENTION_ROW_SUMS") == ("dot" if mode == "vosti-dot16" else None)
     assert os.environ.get("VOSTI_PREFILL_FUSED_FROM") == ("512" if mode == "vosti-fused-prefill" else None)
+    assert os.environ.get("VOSTI_MID_GEMM") == ("1" if mode == "vosti-mid-gemm" else None)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 
@@ -35,6 +36,11 @@ def test_harness_tall_mode_sets_env_and_is_gpu_only(monkeypatch):
     assert "tall GEMM" in harness_engine.unavailable_reason(mode)
     monkeypatch.setattr(harness_engine, "has_gpu", lambda: True)
     assert harness_engine.unavailable_reason(mode) is None
+
+
+def test_harness_mid_gemm_mode_sets_the_mid_row_switch_and_runs_on_cpu():
+    mode = harness_engine.get_mode("vosti-mid-gemm")
+    assert mode.vosti and mode.env == {"VOSTI_MID_GEMM": "1"} and not mode.gpu_only
 
 
 def test_harness_decode16_mode_sets_the_decode_tile_switch():

@@ -296,3 +296,25 @@ def test_every_fix_names_a_command_that_exists():
     assert modules, "the fixes name no command to run"
     for module in modules:
         assert importlib.util.find_spec(module) is not None, f"a fix names `python -m {module}`, which is not there"
+
+
+def test_mid_rows_are_checked_against_the_decode_row(monkeypatch):
+    """With VOSTI_MID_GEMM=1, a 64-row tile's rows must carry the bits of the same row decoded alone; a dot that
+    changes with the tile height fails exactly those probes, and the refusal's fix turns the switch off."""
+    from vosti_plugin.ops import matmul
+
+    monkeypatch.setenv("VOSTI_MID_GEMM", "1")
+    host_numerics.clear_cache()
+    try:
+        result = host_numerics.run_self_test(tiny_facts())
+        mid = {p.name for p in result.probes if "/mid vs decode" in p.name}
+        assert result.ok and mid, host_numerics.describe_failure(result)
+        rows = matmul.mid_config(matmul.select_config(64, 64, torch.float32)).block_m
+        _wrap_dot(monkeypatch, lambda dot: _tile_height_dependent_dot(dot, rows))
+        host_numerics.clear_cache()
+        broken = host_numerics.run_self_test(tiny_facts())
+        print(host_numerics.describe_failure(broken))
+        assert {p.name for p in broken.probes if not p.ok} == mid
+        assert "unset VOSTI_MID_GEMM" in host_numerics.failure_of(broken).fix
+    finally:
+        host_numerics.clear_cache()

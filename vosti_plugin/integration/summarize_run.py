@@ -16,6 +16,7 @@ The harness and `vosti_plugin.integration.bench.report` write summary.json thems
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -130,9 +131,16 @@ def profile(run: Path) -> dict | None:
     return _round({"kind": "profile", "runs": {p.stem: _load(p) for p in paths}}, 5)
 
 
-def _fastest(rows: list[dict], m: str) -> dict:
+def _config_name(c: dict) -> str:
+    """A GEMM launch config in a few characters: "m16 n32 k128 s2 st4" (+ " sk256" when split lengths round
+    to something other than block_k)."""
+    return (f"m{c['block_m']} n{c['block_n']} k{c['block_k']} s{c['split_k']} st{c['num_stages']}"
+            + (f" w{c['num_warps']}" if c["num_warps"] != 4 else "") + (f" sk{c['split_block_k']}" if c["split_block_k"] else ""))
+
+
+def _fastest(rows: list[dict], m: str) -> list:
     best = min(rows, key=lambda r: r["us"][m])
-    return {"config": best["config"], "us": best["us"][m]}
+    return [_config_name(best["config"]), best["us"][m]]
 
 
 def _same_splits(a: dict, b: dict) -> bool:
@@ -143,20 +151,29 @@ def _same_splits(a: dict, b: dict) -> bool:
 
 
 def decode_gemm_sweep(run: Path) -> dict | None:
+    """Per layer shape: cuBLAS, the shipped config, its mid-row tiles (`matmul.mid_config`) and the fastest config
+    with the shipped splits (the same bits); µs per M."""
+    from vosti_plugin.ops.matmul import MatmulConfig, mid_config
+
     path = run / "decode_gemm_sweep.json"
     if not path.exists():
         return None
     data = _load(path)
-    shapes = []
+    ms = [str(m) for m in data["m"]]
+    shapes, timed, unequal = [], 0, 0
     for shape in data["shapes"]:
         rows, shipped = shape["rows"], next((r for r in shape["rows"] if r.get("shipped")), None)
-        same = [r for r in rows if shipped and _same_splits(r["config"], shipped["config"])]
-        shapes.append({"N": shape["N"], "K": shape["K"], "floor_us": shape["floor_us"], "cublas_us": shape["cublas_us"],
-                       "configs": len(rows), "unequal_to_tall": sum(not r.get("bits_equal_tall", True) for r in rows),
-                       "shipped": shipped and {"config": shipped["config"], "us": shipped["us"]},
-                       "fastest_same_splits": {m: _fastest(same, m) for m in map(str, data["m"])} if same else None,
-                       "fastest": {m: _fastest(rows, m) for m in map(str, data["m"])}})
-    return _round({"kind": "decode_gemm_sweep", "m": data["m"], "device": data.get("device"), "shapes": shapes}, 4)
+        timed += len(rows)
+        unequal += sum(not r.get("bits_equal_tall", True) for r in rows)
+        same = [r for r in rows if shipped and _same_splits(r["config"], shipped["config"])] or rows
+        mid = shipped and dataclasses.asdict(mid_config(MatmulConfig(**shipped["config"])))
+        mid_row = next((r for r in rows if r["config"] == mid), None)
+        shapes.append({"N": shape["N"], "K": shape["K"], "cublas_us": shape["cublas_us"],
+                       "shipped": shipped and [_config_name(shipped["config"]), shipped["us"]],
+                       "mid": mid_row and [_config_name(mid), mid_row["us"]],
+                       "same_splits": {m: _fastest(same, m) for m in ms}})
+    return _round({"kind": "decode_gemm_sweep", "m": data["m"], "device": data.get("device"), "configs_timed": timed,
+                   "unequal_to_tall": unequal, "shapes": shapes}, 4)
 
 
 SUMMARIES = (harness, bench, tall_gemm, attention_sweep, attention_check, dense, profile, decode_gemm_sweep)

@@ -8,8 +8,9 @@ the configs the deployment will launch, with the deployment's dtype and device, 
 alone against the same row at other lanes and tiles of a batch, bitwise:
 
 - every linear layer's GEMM config (its real K, a narrowed N of the same divisibility); when the tall path
-  is on, its prefill launch (TMA or pointer tiles) against the same row decoded alone: the verifier's
-  cross-tile proofs trust a dot row not to change with the tile shape, and this is where that is tested;
+  is on, its prefill launch (TMA or pointer tiles), and with VOSTI_MID_GEMM=1 its 64-row tiles, against the
+  same row decoded alone: the verifier's cross-tile proofs trust a dot row not to change with the tile shape,
+  and this is where that is tested;
 - RMSNorm (plain and fused residual add), the gated activation, log-softmax over the vocabulary;
 - paged attention with the deployment's attention config: a request alone vs between neighbours on
   other pages, its last prefill row vs the same position decoded, on the split and fused paths.
@@ -118,6 +119,9 @@ _TALL_PROBE_ROWS = 384
 _TALL_PROBE = "/tall vs decode"
 TALL_FIX = ("set VOSTI_TALL_GEMM=0: prefill GEMMs then run the decode tiles, whose rows are lane-invariant here "
             "(slower prefill, the same guarantee); and report this GPU, driver and Triton version")
+_MID_PROBE = "/mid vs decode"
+MID_FIX = ("unset VOSTI_MID_GEMM: GEMMs of 64 to 511 rows then run the decode tiles, whose rows are lane-invariant "
+           "here (slower batched decode, the same guarantee); and report this GPU, driver and Triton version")
 _DECODE_TILES_PROBE = "paged_attention/decode-tiles"
 DECODE_TILES_FIX = ("unset VOSTI_DECODE_TILE_ROWS: decode steps then run the prefill tiles (slower decode attention, "
                     "the same guarantee); and report this GPU, driver and Triton version")
@@ -157,6 +161,13 @@ def _matmul_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
             return launch(a, b, None, out, config)
 
         probes.append(_rows_probe(f"matmul/{layer} (K={k})", op, k, config.block_m, dtype, device, seed=200 + i))
+        mid = matmul.mid_config(config)
+        if matmul.mid_path_on(matmul.MID_MIN_ROWS) and mid != config:
+            # a row of a 64-row tile against the same row decoded alone (the verifier trusts the tile height not
+            # to change a dot's row, as for the tall path)
+            probes.append(_rows_probe(f"matmul/{layer}{_MID_PROBE} (K={k})", partial(op, config=mid), k,
+                                      max(matmul.MID_MIN_ROWS, mid.block_m), dtype, device, seed=200 + i,
+                                      alone_op=op))
         if matmul.tall_path_on(matmul.TALL_MIN_ROWS, dtype):
             # a row of a prefill (the tall path's tiles, or its TMA kernel) against the same row decoded alone:
             # the verifier trusts tile shape and warps to leave a dot's row as it is; this checks it here
@@ -304,8 +315,9 @@ def failure_of(result: HostNumericsResult):
     from vosti_plugin.launch.obligations import Failure
 
     failed = [p for p in result.probes if not p.ok]
-    if failed and all(_TALL_PROBE in p.name for p in failed):
-        return Failure(OBLIGATION, describe_failure(result), TALL_FIX)
+    for probe, fix in ((_TALL_PROBE, TALL_FIX), (_MID_PROBE, MID_FIX)):
+        if failed and all(probe in p.name for p in failed):
+            return Failure(OBLIGATION, describe_failure(result), fix)
     for probe, fix in _SWITCH_FIXES:
         if failed and all(p.name == probe for p in failed):
             return Failure(OBLIGATION, describe_failure(result), fix)

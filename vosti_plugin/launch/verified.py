@@ -30,7 +30,8 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
     from vosti_plugin.attention.config import (decode_config, decode_tile_rows, fold_config, fused_prefill_from,
                                                prefill_config)
     from vosti_plugin.attention.config import select_config as attention_config
-    from vosti_plugin.ops.matmul import TALL_MIN_ROWS, tall_config, tall_path_on, tma_config, tma_path_on
+    from vosti_plugin.ops.matmul import (MID_MIN_ROWS, TALL_MIN_ROWS, mid_config, mid_path_on, tall_config,
+                                         tall_path_on, tma_config, tma_path_on)
     from vosti_plugin.ops.matmul import select_config as matmul_config
 
     dtype = getattr(torch, f.dtype)
@@ -46,6 +47,8 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
         if n and k:
             config = matmul_config(n, k, dtype)
             configs[f"matmul/{name}"] = {"N": n, "K": k, **dataclasses.asdict(config)}
+            if mid_path_on(MID_MIN_ROWS) and mid_config(config) != config:   # 64 to 511 rows
+                configs[f"matmul/{name}/mid"] = {"N": n, "K": k, **dataclasses.asdict(mid_config(config))}
             if tall_path_on(TALL_MIN_ROWS, dtype):   # prefill-sized GEMMs launch these too
                 configs[f"matmul/{name}/tall"] = {"N": n, "K": k, **dataclasses.asdict(tall_config(config, dtype))}
                 if tma_path_on():

@@ -12,6 +12,9 @@ prefill GEMMs skip the fp32 workspace and the second launch. On by default for 1
 found its rows equal to the split + combine rows bit for bit); VOSTI_TALL_GEMM=0 turns it off, =1 turns it
 on for fp32 too. Tall launches of row-major, 16-byte aligned operands on sm90+ take mm_tall_tma_kernel (TMA
 descriptor loads, its own tiles, the same splits); VOSTI_TMA_GEMM=0 keeps them on the pointer kernels.
+
+Mid path, with VOSTI_MID_GEMM=1: launches of MID_MIN_ROWS rows up to the tall path's take the decode config
+in 64-row tiles (`mid_config`), which read the weight a quarter as often as 16-row decode tiles.
 """
 from __future__ import annotations
 
@@ -33,12 +36,15 @@ use_lane_invariant_interpreter()
 __all__ = [
     "CATALOG",
     "MatmulConfig",
+    "MID_MIN_ROWS",
     "TALL_MIN_ROWS",
     "addmm",
     "launch_matmul",
     "launch_matmul_tall",
     "launch_matmul_tma",
     "linear",
+    "mid_config",
+    "mid_path_on",
     "mm",
     "rule_config",
     "rule_configs",
@@ -220,6 +226,29 @@ _TALL_B16_STAGE_BYTES = 160 * 1024  # 4 stages when they fit in this, else 3
 # config's (split_block_k).
 _TMA_B16 = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
 TALL_MIN_ROWS = 512  # launches with at least this many rows take the tall path when it is on
+
+
+# Launches of MID_MIN_ROWS rows up to the tall path's take the decode config with 64-row activation tiles: the
+# same column tile, K order (block_k, split_k, split lengths) and stages, so a row keeps its bits (the verifier
+# proves mm_kernel's rows across BLOCK_M; the startup probe compares them on the GPU). The 16-row decode tiles
+# re-read the weight once per 16 rows. integration/gpu/decode_gemm_sweep.py --block-m 16,64 --m 64,256 on the H200
+# (53 layer shapes of the served geometries, integration/results/h200-s27/gemm-mid-rows): these tiles take 0.65x
+# the decode tiles' time at M = 64 and 0.58x at M = 256 (geometric means; never slower), every row equal to the
+# tall path's. Off until the four classes pass with it on the H200: VOSTI_MID_GEMM=1 turns it on.
+MID_MIN_ROWS = 64
+_MID_BLOCK_M = 64
+
+
+def mid_config(config: MatmulConfig) -> MatmulConfig:
+    """The launch config of `config` for launches of MID_MIN_ROWS or more rows below the tall path's: 64-row
+    tiles, everything else (and so the K order) the decode config's."""
+    return dataclasses.replace(config, block_m=max(config.block_m, _MID_BLOCK_M))
+
+
+def mid_path_on(M: int) -> bool:
+    """Whether an M-row GEMM that does not take the tall path takes `mid_config`'s tiles: from MID_MIN_ROWS
+    rows when VOSTI_MID_GEMM=1 (any dtype)."""
+    return M >= MID_MIN_ROWS and os.environ.get("VOSTI_MID_GEMM", "") == "1"
 
 
 def tall_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
@@ -727,7 +756,7 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
     if tall_path_on(a.shape[0], a.dtype):
         launch_tall(a, b, bias, out, config)
     else:
-        launch_matmul(a, b, bias, out, config)
+        launch_matmul(a, b, bias, out, mid_config(config) if mid_path_on(a.shape[0]) else config)
     return out if out.dtype == out_dtype else out.to(out_dtype)
 
 
@@ -760,18 +789,19 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 def verifier_catalog() -> list[dict]:
     """The verifier's catalog of this module: every constexpr config the launch paths can run (the
-    per-shape CATALOG, the rule's configs, and the tall path of each), per kernel."""
+    per-shape CATALOG, the rule's configs, their mid-row tiles and the tall path of each), per kernel."""
     cfgs = [(cfg, getattr(torch, dt)) for (_n, _k, dt), cfg in CATALOG.items()]
     cfgs += [(rule_config(4096, 4096, torch.float32), torch.float32)]
     cfgs += [pair for pair in rule_configs() if pair not in cfgs]
+    mids = _unique([(mid_config(cfg), dtype) for cfg, dtype in cfgs if mid_config(cfg) != cfg])
     plain, split, tall, tma = [], [], [], []
-    for cfg, dtype in cfgs + [(tall_config(cfg, dtype), dtype) for cfg, dtype in cfgs]:
+    for cfg, dtype in cfgs + mids + [(tall_config(cfg, dtype), dtype) for cfg, dtype in cfgs]:
         fam = dataclasses.asdict(cfg)
         base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                 "DOT_PRECISION": _dot_precision(dtype)}
         if cfg.split_k == 1:
             plain += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
-        elif (cfg, dtype) in cfgs:
+        elif (cfg, dtype) in cfgs or (cfg, dtype) in mids:
             split.append(({**base, "SPLIT_K": cfg.split_k}, fam))
         else:  # the tall path of a split config: one program per tile sums its splits
             tall += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
@@ -781,10 +811,12 @@ def verifier_catalog() -> list[dict]:
         tma += [({**base, "HAS_BIAS": hb}, dataclasses.asdict(cfg)) for hb in (False, True)]
     combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": _COMBINE_BLOCK_M, "BLOCK_N": _COMBINE_BLOCK_N},
                 fam) for c, fam in split for hb in (False, True)]
-    # a split-1 config's tall launch is mm_kernel again with bigger tiles: its rows against the decode tiles'
+    # a split-1 config's tall and mid launches are mm_kernel again with bigger tiles: their rows against the
+    # decode tiles'
     cross = _unique([({**c, "BLOCK_M": t.block_m, "BLOCK_N": t.block_n}, c, dataclasses.asdict(t))
                      for cfg, dtype in cfgs if cfg.split_k == 1
-                     for t in [tall_config(cfg, dtype)] if (t.block_m, t.block_n) != (cfg.block_m, cfg.block_n)
+                     for t in (tall_config(cfg, dtype), mid_config(cfg))
+                     if (t.block_m, t.block_n) != (cfg.block_m, cfg.block_n)
                      for c, _fam in plain if c["BLOCK_M"] == cfg.block_m and c["BLOCK_N"] == cfg.block_n
                      and c["BLOCK_K"] == cfg.block_k and c["DOT_PRECISION"] == _dot_precision(dtype)])
     entries = [{"family": "matmul", "kernel": k, "configs": _unique(c)} for k, c in (
