@@ -83,3 +83,21 @@ def test_mid_configs_join_the_checked_launch_set_only_when_turned_on(monkeypatch
     monkeypatch.setenv("VOSTI_MID_GEMM", "1")
     mid = {name: cfg for name, cfg in kernel_configs_for(GOOD).items() if name.endswith("/mid")}
     assert len(mid) == 5 and all(cfg["block_m"] == 64 for cfg in mid.values())
+
+
+def test_paths_report_gives_each_path_against_decode_and_cublas_and_names_unequal_rows():
+    from integration.gpu import decode_gemm_sweep as sweep
+
+    def shape(n, decode, mid, tall, cublas, mid_equal=True):
+        us = {"decode": {"64": decode, "256": 4 * decode}, "mid": {"64": mid, "256": 6 * mid},
+              "tall": {"64": tall, "256": tall}, "cublas": {"64": cublas, "256": cublas}}
+        return {"N": n, "K": 1024, "us": us,
+                "bits_equal_decode": {"mid": mid_equal, "tall": True}}
+
+    results = [shape(1024, 20.0, 10.0, 40.0, 10.0), shape(2048, 20.0, 10.0, 40.0, 10.0, mid_equal=False)]
+    m64, m256, unequal = sweep.paths_report(results, [64, 256])
+    assert "mid 0.50x decode, 1.00x cuBLAS, fastest on 2" in m64 and "tall 2.00x decode" in m64
+    assert "tall 0.50x decode, 4.00x cuBLAS, fastest on 2" in m256
+    assert "mid 0.75x decode, 6.00x cuBLAS, fastest on 0" in m256
+    assert "decode 1.00x decode, 8.00x cuBLAS, fastest on 0" in m256
+    assert unequal == "rows unequal to the decode rows: 2048x1024 mid (2 shapes)"

@@ -14,6 +14,12 @@ DIR/decode_gemm_sweep.json (one row per shape x config: µs per M) and prints th
 --block-m 16,64 adds activation tiles of 16 rows (mma.sync; a third CTA per SM fits in shared memory) and
 compares each such config's rows with the tall path's too.
 
+--paths (with e.g. --m 32,64,128,256,384,511) times the shipped config through each launch path a GEMM of M rows
+could take instead of sweeping configs: the decode tiles, the mid tiles (VOSTI_MID_GEMM's `mid_config`), the tall
+path (`launch_tall`) and cuBLAS, and checks the mid and tall rows against the decode rows bit for bit; it writes
+DIR/decode_gemm_paths.json and prints, per M, each path's time over the decode tiles' and cuBLAS's (geometric
+means): the data for MID_MIN_ROWS and TALL_MIN_ROWS.
+
 --small-mb X sweeps only the shapes whose weight is at most X MB, with narrow column tiles (16, 32) and no
 lower bound on the program count: a small weight is read in launch and memory latency, so what counts is how
 many programs share it and whether a second launch (the split-K combine) follows. Each of those configs' rows
@@ -116,6 +122,59 @@ def sweep_shape(N: int, K: int, ms: list[int], small: bool = False, block_ms=(64
     return {"N": N, "K": K, "floor_us": floor, "cublas_us": cublas, "rows": rows}
 
 
+PATHS = ("decode", "mid", "tall")
+
+
+def time_paths(N: int, K: int, ms: list[int]) -> dict:
+    """The shipped config of (N, K) at each M through the decode tiles, the mid tiles and the tall path, with
+    cuBLAS; the mid and tall rows of a 512-row input against its first 16 rows decoded."""
+    from vosti_plugin.ops import matmul
+
+    wbytes = N * K * 2
+    n = max(1, math.ceil(L2_ROTATION_BYTES / wbytes))
+    ws = [(torch.randn(N, K, device="cuda") / math.sqrt(K)).bfloat16().t() for _ in range(n)]
+    xs = {M: torch.randn(M, K, device="cuda").bfloat16() for M in ms}
+    outs = {M: torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for M in ms}
+    config = matmul.select_config(N, K, torch.bfloat16)
+    launch = {"decode": lambda x, w, out: matmul.launch_matmul(x, w, None, out, config),
+              "mid": lambda x, w, out: matmul.launch_matmul(x, w, None, out, matmul.mid_config(config)),
+              "tall": lambda x, w, out: matmul.launch_tall(x, w, None, out, config)}
+    timed = dense_bench._graph_time_us
+    us = {"cublas": {M: timed(lambda i, M=M: torch.matmul(xs[M], ws[i], out=outs[M]), n, reps=2) for M in ms}}
+    for path in PATHS:
+        us[path] = {M: timed(lambda i, M=M, f=launch[path]: f(xs[M], ws[i], outs[M]), n, reps=2) for M in ms}
+    x = torch.randn(matmul.TALL_MIN_ROWS, K, device="cuda").bfloat16()
+    rows = {}
+    for path in PATHS:
+        rows[path] = torch.empty(x.shape[0] if path != "decode" else 16, N, device="cuda", dtype=torch.bfloat16)
+        launch[path](x if path != "decode" else x[:16], ws[0], rows[path])
+    equal = {p: torch.equal(rows[p][:16].view(torch.int16), rows["decode"].view(torch.int16)) for p in ("mid", "tall")}
+    del ws
+    torch.cuda.empty_cache()
+    return {"N": N, "K": K, "config": vars(config), "us": us, "bits_equal_decode": equal}
+
+
+def paths_report(results: list[dict], ms: list[int]) -> list[str]:
+    """Per M: each path's time over the decode tiles' and over cuBLAS's (geometric means over the shapes), and
+    how many shapes each path is the fastest of the three for."""
+    def gmean(xs):
+        return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+    lines = []
+    for M in ms:
+        key = M if M in results[0]["us"]["decode"] else str(M)
+        parts = []
+        for path in PATHS:
+            over_decode = gmean([r["us"][path][key] / r["us"]["decode"][key] for r in results])
+            over_cublas = gmean([r["us"][path][key] / r["us"]["cublas"][key] for r in results])
+            wins = sum(min(PATHS, key=lambda p, r=r: r["us"][p][key]) == path for r in results)
+            parts.append(f"{path} {over_decode:.2f}x decode, {over_cublas:.2f}x cuBLAS, fastest on {wins}")
+        lines.append(f"M={M:4d}: " + "; ".join(parts))
+    unequal = [f"{r['N']}x{r['K']} {p}" for r in results for p, ok in r["bits_equal_decode"].items() if not ok]
+    lines.append(f"rows unequal to the decode rows: {', '.join(unequal) or 'none'} ({len(results)} shapes)")
+    return lines
+
+
 def _total(row: dict, ms: list[int]) -> float:
     us = row["us"]
     return sum(us[M] for M in ms) if "error" not in us else float("inf")
@@ -132,6 +191,8 @@ def main() -> int:
     ap.add_argument("--block-m", default="64",
                     help="activation tile heights, e.g. 16,64: below 64 a tile runs mma.sync, not the tall path's "
                          "wgmma, so each such config's rows are also compared bit for bit with the tall path's")
+    ap.add_argument("--paths", action="store_true",
+                    help="time the shipped config through the decode, mid and tall paths instead of sweeping configs")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("no CUDA GPU: this sweep measures GPU kernels", file=sys.stderr)
@@ -143,6 +204,16 @@ def main() -> int:
     random.Random(0).shuffle(todo)  # a sweep cut short by its budget still spans small and large shapes
     a.out.mkdir(parents=True, exist_ok=True)
     t0, results = time.perf_counter(), []
+    if a.paths:
+        for N, K in todo:
+            if time.perf_counter() - t0 > a.budget_s:
+                print(f"budget spent after {len(results)} of {len(todo)} shapes", flush=True)
+                break
+            results.append(time_paths(N, K, ms))
+            (a.out / "decode_gemm_paths.json").write_text(json.dumps(
+                {"m": ms, "device": torch.cuda.get_device_name(), "shapes": results}))
+        print("\n".join(paths_report(results, ms)), flush=True)
+        return 0
     for i, (N, K) in enumerate(todo, 1):
         if time.perf_counter() - t0 > a.budget_s:
             print(f"budget spent after {i - 1} of {len(todo)} shapes", flush=True)

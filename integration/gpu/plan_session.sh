@@ -9,7 +9,7 @@
 # geometries-launch (a real vLLM engine per geometry, 2 layers, 4 at once: accepted yes/no, launch and generate s, #18),
 # harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, bench-step-budget (#20: engine steps of 8192/16384 tokens), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
-# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), gemm-block-m (#18, no vLLM; GEMM_M: activation rows), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
+# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), gemm-block-m (#18, no vLLM; GEMM_M: activation rows), gemm-paths (#20, no vLLM: decode vs mid vs tall tiles at 32-511 rows), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which),
 # attention-variants-gemma (the same on Gemma-3-4B's window and global layers), attention-tile-height (decode in
 # 16- and 32-row tiles on 1, 2 or 4 warps against the shipped bits; ATTN_VARIANTS: others), bench-attn, bench-long
@@ -147,6 +147,9 @@ for step in $STEPS; do
     gemm-floor)   # decode GEMMs of the 19 served geometries vs the weight-read floor (#18)
       timeout 300 python3 integration/gpu/geometry_gemm_floor.py --out "$R/gemm-floor" > "$R/gemm-floor.log" 2>&1
       log "gemm-floor rc=$? $(tail -1 "$R/gemm-floor.log")" ;;
+    gemm-paths)   # the shipped GEMM configs at 32-511 rows through the decode tiles, the mid tiles and the tall path vs cuBLAS, bits vs decode (#20: MID_MIN_ROWS, TALL_MIN_ROWS)
+      timeout 330 python3 integration/gpu/decode_gemm_sweep.py --paths --out "$R/gemm-paths" --m ${GEMM_PATHS_M:-32,64,128,256,384,511} \
+        --budget-s ${GEMM_BUDGET_S:-200} > "$R/gemm-paths.log" 2>&1; log "gemm-paths rc=$? $(tail -1 "$R/gemm-paths.log")" ;;
     gemm-block-m)   # decode GEMMs in 16-row activation tiles (mma.sync, a third CTA per SM) beside 64-row ones: bits vs the tall path, time (#18)
       timeout 330 python3 integration/gpu/decode_gemm_sweep.py --out "$R/gemm-block-m" --block-m 16,64 --m ${GEMM_M:-1,4,16} \
         --budget-s ${GEMM_BUDGET_S:-200} > "$R/gemm-block-m.log" 2>&1; log "gemm-block-m rc=$? $(tail -1 "$R/gemm-block-m.log")" ;;

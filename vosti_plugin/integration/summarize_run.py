@@ -134,8 +134,9 @@ def profile(run: Path) -> dict | None:
 def _config_name(c: dict) -> str:
     """A GEMM launch config in a few characters: "m16 n32 k128 s2 st4" (+ " sk256" when split lengths round
     to something other than block_k)."""
-    return (f"m{c['block_m']} n{c['block_n']} k{c['block_k']} s{c['split_k']} st{c['num_stages']}"
-            + (f" w{c['num_warps']}" if c["num_warps"] != 4 else "") + (f" sk{c['split_block_k']}" if c["split_block_k"] else ""))
+    name = f"m{c['block_m']} n{c['block_n']} k{c['block_k']} s{c['split_k']} st{c['num_stages']}"
+    name += f" w{c['num_warps']}" if c["num_warps"] != 4 else ""
+    return name + (f" sk{c['split_block_k']}" if c["split_block_k"] else "")
 
 
 def _fastest(rows: list[dict], m: str) -> list:
