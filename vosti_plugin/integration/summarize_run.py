@@ -9,8 +9,8 @@ What it reads in RUN_DIR (all of it git-ignored under integration/results):
   attention_sweep.json    integration/gpu/attention_sweep.py -> shipped, checked and fastest configs per case
   att.json, dense.json    integration/gpu/attention_check.py, dense_bench.py -> pass/fail per property, GEMM timings
   decode_*.json, prof_*.json  integration/gpu/profile_decode.py -> per-step time per kernel family
-  decode_gemm_sweep.json  integration/gpu/decode_gemm_sweep.py -> per shape: cuBLAS, the shipped config, the
-                          fastest config with the shipped splits (the same bits) and the fastest of all
+  decode_gemm_sweep.json  integration/gpu/decode_gemm_sweep.py -> per shape: cuBLAS, the shipped config, its
+                          mid-row tiles and the fastest config with the shipped splits (the same bits)
 The harness and `vosti_plugin.integration.bench.report` write summary.json themselves; this rebuilds it for any run.
 """
 from __future__ import annotations

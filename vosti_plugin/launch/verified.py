@@ -47,7 +47,7 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
         if n and k:
             config = matmul_config(n, k, dtype)
             configs[f"matmul/{name}"] = {"N": n, "K": k, **dataclasses.asdict(config)}
-            if mid_path_on(MID_MIN_ROWS) and mid_config(config) != config:   # 64 to 511 rows
+            if mid_path_on(MID_MIN_ROWS) and mid_config(config) != config:   # 64+ rows below the tall path
                 configs[f"matmul/{name}/mid"] = {"N": n, "K": k, **dataclasses.asdict(mid_config(config))}
             if tall_path_on(TALL_MIN_ROWS, dtype):   # prefill-sized GEMMs launch these too
                 configs[f"matmul/{name}/tall"] = {"N": n, "K": k, **dataclasses.asdict(tall_config(config, dtype))}

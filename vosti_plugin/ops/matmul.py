@@ -230,7 +230,8 @@ TALL_MIN_ROWS = 512  # launches with at least this many rows take the tall path 
 
 # Launches of MID_MIN_ROWS rows up to the tall path's take the decode config with 64-row activation tiles: the
 # same column tile, K order (block_k, split_k, split lengths) and stages, so a row keeps its bits (the verifier
-# proves mm_kernel's rows across BLOCK_M; the startup probe compares them on the GPU). The 16-row decode tiles
+# proves a split-1 config's rows across BLOCK_M; for split configs, as on the tall path, the agreement is a GPU
+# fact the startup probe compares on the deployment's GPU). The 16-row decode tiles
 # re-read the weight once per 16 rows. integration/gpu/decode_gemm_sweep.py --block-m 16,64 --m 64,256 on the H200
 # (53 layer shapes of the served geometries, integration/results/h200-s27/gemm-mid-rows): these tiles take 0.65x
 # the decode tiles' time at M = 64 and 0.58x at M = 256 (geometric means; never slower), every row equal to the
