@@ -91,14 +91,20 @@ def rows_equal_tall(w, cfg) -> bool:
     return torch.equal(tall[:16].view(torch.int16), short.view(torch.int16))
 
 
+def _bench_operands(N: int, K: int, ms: list[int]):
+    """Weight copies past L2 (weight[N, K].t(), as vLLM's linear launches it), and an activation and output per M."""
+    n = max(1, math.ceil(L2_ROTATION_BYTES / (N * K * 2)))
+    ws = [(torch.randn(N, K, device="cuda") / math.sqrt(K)).bfloat16().t() for _ in range(n)]
+    xs = {M: torch.randn(M, K, device="cuda").bfloat16() for M in ms}
+    outs = {M: torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for M in ms}
+    return n, ws, xs, outs
+
+
 def sweep_shape(N: int, K: int, ms: list[int], small: bool = False, block_ms=(64,)) -> dict:
     from vosti_plugin.ops import matmul
 
     wbytes = N * K * 2
-    n = max(1, math.ceil(L2_ROTATION_BYTES / wbytes))
-    ws = [(torch.randn(N, K, device="cuda") / math.sqrt(K)).bfloat16().t() for _ in range(n)]  # weight[N, K].t()
-    xs = {M: torch.randn(M, K, device="cuda").bfloat16() for M in ms}
-    outs = {M: torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for M in ms}
+    n, ws, xs, outs = _bench_operands(N, K, ms)
     shipped = matmul.select_config(N, K, torch.bfloat16)
     rows = []
     timed = dense_bench._graph_time_us
@@ -130,11 +136,7 @@ def time_paths(N: int, K: int, ms: list[int]) -> dict:
     cuBLAS; the mid and tall rows of a 512-row input against its first 16 rows decoded."""
     from vosti_plugin.ops import matmul
 
-    wbytes = N * K * 2
-    n = max(1, math.ceil(L2_ROTATION_BYTES / wbytes))
-    ws = [(torch.randn(N, K, device="cuda") / math.sqrt(K)).bfloat16().t() for _ in range(n)]
-    xs = {M: torch.randn(M, K, device="cuda").bfloat16() for M in ms}
-    outs = {M: torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for M in ms}
+    n, ws, xs, outs = _bench_operands(N, K, ms)
     config = matmul.select_config(N, K, torch.bfloat16)
     launch = {"decode": lambda x, w, out: matmul.launch_matmul(x, w, None, out, config),
               "mid": lambda x, w, out: matmul.launch_matmul(x, w, None, out, matmul.mid_config(config)),

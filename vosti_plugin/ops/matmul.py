@@ -240,6 +240,7 @@ MID_MIN_ROWS = 64
 _MID_BLOCK_M = 64
 
 
+@functools.lru_cache(maxsize=None)   # called per GEMM launch of 64+ rows while the switch is on
 def mid_config(config: MatmulConfig) -> MatmulConfig:
     """The launch config of `config` for launches of MID_MIN_ROWS or more rows below the tall path's: 64-row
     tiles, everything else (and so the K order) the decode config's."""
