@@ -23,7 +23,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     assert os.environ.get("VOSTI_DECODE_TILE_ROWS") == ("16" if mode in ("vosti-decode16", "vosti-dot16") else None)
     assert os.environ.get("VOSTI_ATTENTION_ROW_SUMS") == ("dot" if mode == "vosti-dot16" else None)
     assert os.environ.get("VOSTI_PREFILL_FUSED_FROM") == ("512" if mode == "vosti-fused-prefill" else None)
-    assert os.environ.get("VOSTI_MID_GEMM") == ("1" if mode == "vosti-mid-gemm" else None)
+    assert os.environ.get("VOSTI_MID_GEMM") == {"vosti-mid-gemm": "1", "vosti-no-mid-gemm": "0"}.get(mode)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 

@@ -299,17 +299,17 @@ def test_every_fix_names_a_command_that_exists():
 
 
 def test_mid_rows_are_checked_against_the_decode_row(monkeypatch):
-    """With VOSTI_MID_GEMM=1, a 64-row tile's rows must carry the bits of the same row decoded alone; a dot that
+    """With the mid tiles on (the default), a 64-row tile's rows must carry the bits of the same row decoded alone; a dot that
     changes with the tile height fails exactly those probes, and the refusal's fix turns the switch off."""
     from vosti_plugin.ops import matmul
 
-    monkeypatch.setenv("VOSTI_MID_GEMM", "1")
+    monkeypatch.delenv("VOSTI_MID_GEMM", raising=False)
     host_numerics.clear_cache()
     try:
         result = host_numerics.run_self_test(tiny_facts())
         mid = {p.name for p in result.probes if "/mid vs decode" in p.name}
         assert result.ok and mid, host_numerics.describe_failure(result)
         rows = matmul.mid_config(matmul.select_config(64, 64, torch.float32)).block_m
-        assert_only_probe_refuses_under_tile_height_dot(monkeypatch, tiny_facts(), rows, mid, "unset VOSTI_MID_GEMM")
+        assert_only_probe_refuses_under_tile_height_dot(monkeypatch, tiny_facts(), rows, mid, "set VOSTI_MID_GEMM=0")
     finally:
         host_numerics.clear_cache()

@@ -1,4 +1,4 @@
-"""The mid GEMM path (VOSTI_MID_GEMM=1): launches of MID_MIN_ROWS rows up to the tall path's run the decode
+"""The mid GEMM path (on unless VOSTI_MID_GEMM=0): launches of MID_MIN_ROWS rows up to the tall path's run the decode
 config in 64-row tiles, with the decode config's K order, so every row keeps the bits it has decoded alone.
 
 CPU runs the kernels through the Triton interpreter in fp32 (see conftest); whether the H200's MMA keeps these
@@ -17,9 +17,9 @@ SMEM_BYTES = 227 * 1024   # an H100/H200 SM's shared memory a CTA may use
 
 
 @pytest.mark.parametrize("setting, M, on", [
-    (None, matmul.MID_MIN_ROWS, False), ("0", 300, False), ("1", matmul.MID_MIN_ROWS - 1, False),
-    ("1", matmul.MID_MIN_ROWS, True), ("1", matmul.TALL_MIN_ROWS - 1, True)])
-def test_mid_path_is_off_by_default_and_starts_at_its_row_count(monkeypatch, setting, M, on):
+    (None, matmul.MID_MIN_ROWS, True), (None, matmul.MID_MIN_ROWS - 1, False), ("0", 300, False),
+    ("1", matmul.MID_MIN_ROWS - 1, False), ("1", matmul.MID_MIN_ROWS, True), ("1", matmul.TALL_MIN_ROWS - 1, True)])
+def test_mid_path_is_on_by_default_and_starts_at_its_row_count(monkeypatch, setting, M, on):
     if setting is None:
         monkeypatch.delenv("VOSTI_MID_GEMM", raising=False)
     else:
@@ -74,13 +74,13 @@ def test_the_verifier_catalog_holds_every_mid_config_and_its_cross_proof():
     assert checked >= 10
 
 
-def test_mid_configs_join_the_checked_launch_set_only_when_turned_on(monkeypatch):
+def test_mid_configs_leave_the_checked_launch_set_when_turned_off(monkeypatch):
     from test_launch_obligations import GOOD
     from vosti_plugin.launch.verified import kernel_configs_for
 
-    monkeypatch.delenv("VOSTI_MID_GEMM", raising=False)
+    monkeypatch.setenv("VOSTI_MID_GEMM", "0")
     assert not any(name.endswith("/mid") for name in kernel_configs_for(GOOD))
-    monkeypatch.setenv("VOSTI_MID_GEMM", "1")
+    monkeypatch.delenv("VOSTI_MID_GEMM")
     mid = {name: cfg for name, cfg in kernel_configs_for(GOOD).items() if name.endswith("/mid")}
     assert len(mid) == 5 and all(cfg["block_m"] == 64 for cfg in mid.values())
 

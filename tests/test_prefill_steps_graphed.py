@@ -7,12 +7,14 @@ sizes a GPU engine captures."""
 import copy
 
 import pytest
+import torch
 
 pytest.importorskip("vllm")
 
 from vllm.config import CUDAGraphMode  # noqa: E402
 from vllm.engine.arg_utils import EngineArgs  # noqa: E402
 
+from vosti_plugin.ops import matmul  # noqa: E402
 from vosti_plugin.selection import (COARSE_GRAPH_STRIDE, MAX_GRAPH_TOKENS, _capture_setting,  # noqa: E402
                                    graph_capture_sizes)
 
@@ -48,15 +50,43 @@ def test_vosti_graphs_steps_up_to_the_step_budget(build, budget, expected):
     assert sizes == graph_capture_sizes(built[1].scheduler_config.max_num_batched_tokens)
     assert max(sizes) == expected             # a full prefill chunk replays a graph
     assert 1 in sizes and (expected < 256 or 256 in sizes)
-    # vLLM's fine steps up to 512 tokens, then a step is padded by less than COARSE_GRAPH_STRIDE rows
-    assert all(b - a <= 16 for a, b in zip(sizes, sizes[1:]) if b <= 512)
     assert all(b - a <= COARSE_GRAPH_STRIDE for a, b in zip(sizes, sizes[1:]))
 
 
-def test_fewer_sizes_than_vllms_stride_would_capture(build):
-    sizes = _captured_sizes(build(attention_backend="vosti"))
-    assert [s for s in sizes if s > 512] == [*range(640, 2048, 128), 2048]
-    assert len(sizes) == 63                   # vLLM's stride of 16 up to 2048: 147
+def _launched(M: int, config):
+    """The config a 16-bit GEMM of M rows launches when `config` is its decode config: the matmul's own dispatch."""
+    if matmul.tall_path_on(M, torch.bfloat16):
+        return matmul.tma_config(config, torch.bfloat16) if matmul.tma_path_on() \
+            else matmul.tall_config(config, torch.bfloat16)
+    return matmul.mid_config(config) if matmul.mid_path_on(M) else config
+
+
+# (N, K) of Llama-3.1-8B's qkv and down projections and Qwen3-0.6B's o_proj: split and unsplit decode configs
+_SHAPES = ((6144, 4096), (4096, 14336), (1024, 2048))
+
+
+@pytest.mark.parametrize("mid", ["1", "0"])
+@pytest.mark.parametrize("budget", [2048, 1000, 100])
+def test_padding_a_step_to_its_capture_size_adds_no_gemm_tile(monkeypatch, mid, budget):
+    monkeypatch.setenv("VOSTI_MID_GEMM", mid)
+    sizes = graph_capture_sizes(budget)
+    for n, k in _SHAPES:
+        config = matmul.select_config(n, k, torch.bfloat16)
+        for rows in range(1, budget + 1):
+            padded = next(s for s in sizes if s >= rows)
+            tiles, padded_tiles = _launched(rows, config), _launched(padded, config)
+            if padded_tiles == tiles:     # the same path: as many row tiles
+                assert -(-padded // tiles.block_m) == -(-rows // tiles.block_m), (n, k, rows, padded)
+            else:                         # padded into the next path: only up to where that path starts
+                assert _launched(padded - 1, config) == tiles, (n, k, rows, padded)
+
+
+def test_mid_tiles_need_fewer_sizes(monkeypatch):
+    with_mid = graph_capture_sizes(2048)
+    monkeypatch.setenv("VOSTI_MID_GEMM", "0")
+    without = graph_capture_sizes(2048)
+    assert [s for s in with_mid if s > 512] == [s for s in without if s > 512] == [*range(640, 2048, 128), 2048]
+    assert len(with_mid) == 27 and len(without) == 48     # vLLM's stride of 16 up to 2048: 147
 
 
 def test_stock_vllm_keeps_its_own_capture_sizes(build):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
+from vosti_plugin.ops import gemm_rows
 from vosti_plugin.vllm import compat
 
 logger = logging.getLogger("vosti")
@@ -60,18 +61,22 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 # (2 x max_num_seqs, at most 512) leaves every prefill chunk eager, and an eager step of vosti's Triton launches
 # is bound by their host time; graphed, Gemma-3-4B prefills 2-3x faster on the H200.
 MAX_GRAPH_TOKENS = 2048
-# Above 512 tokens the sizes step by this many: each size costs 0.2-0.3 s of capture at startup (H200), and a
-# step is padded to the next size, here by at most 127 rows of dense ops (a full 2048-token chunk by none).
-COARSE_GRAPH_STRIDE = 128
+# Above TALL_MIN_ROWS the sizes step by the tall path's row tile: each size costs 0.1-0.3 s of capture at
+# startup (H200), and a step padded to the next size then launches the same GEMM tiles as unpadded.
+COARSE_GRAPH_STRIDE = gemm_rows.TALL_TILE_ROWS
 
 
 def graph_capture_sizes(max_num_batched_tokens: int) -> list[int]:
-    """vLLM's default sizes up to 512 (1, 2, 4, multiples of 8 below 256, of 16 up to 512), then multiples of
-    COARSE_GRAPH_STRIDE, then the step budget itself (capped at MAX_GRAPH_TOKENS)."""
+    """1, 2, 4 and 8 tokens, then one size per GEMM row tile: multiples of the decode tiles' 16 rows up to
+    MID_MIN_ROWS, of the mid tiles' 64 rows up to TALL_MIN_ROWS (16 with VOSTI_MID_GEMM=0), of the tall tiles'
+    128 rows above, and the step budget itself (capped at MAX_GRAPH_TOKENS). Padding a step to the next size
+    adds rows to the elementwise ops but no GEMM tile (attention runs outside the graphs on the real tokens)."""
     top = min(max_num_batched_tokens, MAX_GRAPH_TOKENS)
-    fine = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
-    coarse = range(512 + COARSE_GRAPH_STRIDE, top, COARSE_GRAPH_STRIDE)
-    return sorted({s for s in fine if s <= top} | set(coarse) | {top})
+    mid_stride = gemm_rows.MID_TILE_ROWS if gemm_rows.mid_gemm_on() else gemm_rows.DECODE_TILE_ROWS
+    sizes = [1, 2, 4, 8, *range(gemm_rows.DECODE_TILE_ROWS, gemm_rows.MID_MIN_ROWS, gemm_rows.DECODE_TILE_ROWS),
+             *range(gemm_rows.MID_MIN_ROWS, gemm_rows.TALL_MIN_ROWS, mid_stride),
+             *range(gemm_rows.TALL_MIN_ROWS, top, COARSE_GRAPH_STRIDE)]
+    return sorted({s for s in sizes if s < top} | {top})
 
 
 def prepare_engine_args(engine_args) -> None:

@@ -8,7 +8,7 @@ the configs the deployment will launch, with the deployment's dtype and device, 
 alone against the same row at other lanes and tiles of a batch, bitwise:
 
 - every linear layer's GEMM config (its real K, a narrowed N of the same divisibility); when the tall path
-  is on, its prefill launch (TMA or pointer tiles), and with VOSTI_MID_GEMM=1 its 64-row tiles, against the
+  is on, its prefill launch (TMA or pointer tiles), and unless VOSTI_MID_GEMM=0 its 64-row tiles, against the
   same row decoded alone: the verifier's cross-tile proofs trust a dot row not to change with the tile shape,
   and this is where that is tested;
 - RMSNorm (plain and fused residual add), the gated activation, log-softmax over the vocabulary;
@@ -120,7 +120,7 @@ _TALL_PROBE = "/tall vs decode"
 TALL_FIX = ("set VOSTI_TALL_GEMM=0: prefill GEMMs then run the decode tiles, whose rows are lane-invariant here "
             "(slower prefill, the same guarantee); and report this GPU, driver and Triton version")
 _MID_PROBE = "/mid vs decode"
-MID_FIX = ("unset VOSTI_MID_GEMM: GEMMs of 64 to 511 rows then run the decode tiles, whose rows are lane-invariant "
+MID_FIX = ("set VOSTI_MID_GEMM=0: GEMMs of 64 to 511 rows then run the decode tiles, whose rows are lane-invariant "
            "here (slower batched decode, the same guarantee); and report this GPU, driver and Triton version")
 _DECODE_TILES_PROBE = "paged_attention/decode-tiles"
 DECODE_TILES_FIX = ("unset VOSTI_DECODE_TILE_ROWS: decode steps then run the prefill tiles (slower decode attention, "

@@ -13,8 +13,8 @@ found its rows equal to the split + combine rows bit for bit); VOSTI_TALL_GEMM=0
 on for fp32 too. Tall launches of row-major, 16-byte aligned operands on sm90+ take mm_tall_tma_kernel (TMA
 descriptor loads, its own tiles, the same splits); VOSTI_TMA_GEMM=0 keeps them on the pointer kernels.
 
-Mid path, with VOSTI_MID_GEMM=1: launches of MID_MIN_ROWS rows up to the tall path's take the decode config
-in 64-row tiles (`mid_config`), which read the weight a quarter as often as 16-row decode tiles.
+Mid path, on unless VOSTI_MID_GEMM=0: launches of MID_MIN_ROWS rows up to the tall path's take the decode
+config in 64-row tiles (`mid_config`), which read the weight a quarter as often as 16-row decode tiles.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ import triton.language as tl
 
 from vosti_plugin.verifier.contracts import contract, goal, tensor, tensor_descriptor
 from vosti_plugin.launch import guard
+from vosti_plugin.ops.gemm_rows import MID_MIN_ROWS, MID_TILE_ROWS, TALL_MIN_ROWS, TALL_TILE_ROWS, mid_gemm_on
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -217,15 +218,14 @@ def select_config(N: int, K: int, dtype: torch.dtype) -> MatmulConfig:
 # split tile holds two fp32 accumulators (the split's and the total), so it stays 128 x 128 (128 registers a
 # thread); one accumulator may be 128 x 256 when block_k leaves room. Operand stages:
 # (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * 2 bytes * stages, at most 192 KB of the 227 KB an SM has.
-_TALL_B16_BLOCK_M = 128
+_TALL_B16_BLOCK_M = TALL_TILE_ROWS
 _TALL_B16_STAGE_BYTES = 160 * 1024  # 4 stages when they fit in this, else 3
 # Tiles of the TMA kernel (integration/gpu/tall_variants.py on the H200: 128 x 128 x 64, 8 warps, 4 stages was
 # the fastest bit-equal variant over the Llama-3.1-8B and Gemma-3-4B GEMMs at M = 1024 and 4096). Its block_k
 # may differ from the decode config's: Hopper's MMA chain adds one product per K step into the accumulator
 # in K order whatever the block holds (checked bit for bit there), and the split boundaries stay the decode
 # config's (split_block_k).
-_TMA_B16 = dict(block_m=128, block_n=128, block_k=64, num_warps=8, num_stages=4)
-TALL_MIN_ROWS = 512  # launches with at least this many rows take the tall path when it is on
+_TMA_B16 = dict(block_m=TALL_TILE_ROWS, block_n=128, block_k=64, num_warps=8, num_stages=4)
 
 
 # Launches of MID_MIN_ROWS rows up to the tall path's take the decode config with 64-row activation tiles: the
@@ -235,22 +235,20 @@ TALL_MIN_ROWS = 512  # launches with at least this many rows take the tall path 
 # re-read the weight once per 16 rows. integration/gpu/decode_gemm_sweep.py --block-m 16,64 --m 64,256 on the H200
 # (53 layer shapes of the served geometries, integration/results/h200-s27/gemm-mid-rows): these tiles take 0.65x
 # the decode tiles' time at M = 64 and 0.58x at M = 256 (geometric means; never slower), every row equal to the
-# tall path's. Off until the four classes pass with it on the H200: VOSTI_MID_GEMM=1 turns it on.
-MID_MIN_ROWS = 64
-_MID_BLOCK_M = 64
+# tall path's. VOSTI_MID_GEMM=0 keeps these launches on the decode tiles.
 
 
 @functools.lru_cache(maxsize=None)   # called per GEMM launch of 64+ rows while the switch is on
 def mid_config(config: MatmulConfig) -> MatmulConfig:
     """The launch config of `config` for launches of MID_MIN_ROWS or more rows below the tall path's: 64-row
     tiles, everything else (and so the K order) the decode config's."""
-    return dataclasses.replace(config, block_m=max(config.block_m, _MID_BLOCK_M))
+    return dataclasses.replace(config, block_m=max(config.block_m, MID_TILE_ROWS))
 
 
 def mid_path_on(M: int) -> bool:
     """Whether an M-row GEMM that does not take the tall path takes `mid_config`'s tiles: from MID_MIN_ROWS
-    rows when VOSTI_MID_GEMM=1 (any dtype)."""
-    return M >= MID_MIN_ROWS and os.environ.get("VOSTI_MID_GEMM", "") == "1"
+    rows unless VOSTI_MID_GEMM=0 (any dtype)."""
+    return M >= MID_MIN_ROWS and mid_gemm_on()
 
 
 def tall_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:

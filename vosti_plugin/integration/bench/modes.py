@@ -13,13 +13,15 @@ import os
 # vosti-decode16: decode-only steps in 16-row attention tiles (VOSTI_DECODE_TILE_ROWS=16).
 # vosti-dot16: the same tiles on the config's warps, every tile summing softmax rows by dot (VOSTI_ATTENTION_ROW_SUMS).
 # vosti-fused-prefill: steps of 512+ tokens with a prefill run fused in taller tiles (VOSTI_PREFILL_FUSED_FROM=512).
-# vosti-mid-gemm: GEMMs of 64 to 511 rows in 64-row tiles (VOSTI_MID_GEMM=1).
+# vosti-mid-gemm: GEMMs of 64 to 511 rows in 64-row tiles (VOSTI_MID_GEMM=1, the default); vosti-no-mid-gemm:
+# in the decode tiles (VOSTI_MID_GEMM=0), as before.
 MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
          "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "vosti-dot16", "vosti-fused-prefill",
-         "vosti-mid-gemm", "default", "bi")
+         "vosti-mid-gemm", "vosti-no-mid-gemm", "default", "bi")
 FUSED_PREFILL_FROM = "512"
 _EAGER_STEP_GRID = {"vosti-step-grid": "1", "vosti-model-grid": "0"}
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
+_MID_GEMM = {"vosti-mid-gemm": "1", "vosti-no-mid-gemm": "0"}
 
 
 def prepare_environment(mode: str) -> None:
@@ -40,8 +42,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_ATTENTION_ROW_SUMS"] = "dot"
     if mode == "vosti-fused-prefill":
         os.environ["VOSTI_PREFILL_FUSED_FROM"] = FUSED_PREFILL_FROM
-    if mode == "vosti-mid-gemm":
-        os.environ["VOSTI_MID_GEMM"] = "1"
+    if mode in _MID_GEMM:
+        os.environ["VOSTI_MID_GEMM"] = _MID_GEMM[mode]
     if mode in _EAGER_STEP_GRID:
         os.environ["VOSTI_EAGER_STEP_GRID"] = _EAGER_STEP_GRID[mode]
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes

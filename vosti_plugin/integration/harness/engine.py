@@ -50,6 +50,8 @@ MODES: dict[str, Mode] = {
                                 env={"VOSTI_PREFILL_FUSED_FROM": "2"}),
     "vosti-mid-gemm": Mode("vosti-mid-gemm", "vLLM + vosti, GEMMs of 64-511 rows in 64-row tiles", vosti=True,
                            env={"VOSTI_MID_GEMM": "1"}),
+    "vosti-no-mid-gemm": Mode("vosti-no-mid-gemm", "vLLM + vosti, GEMMs below 512 rows in the decode tiles",
+                              vosti=True, env={"VOSTI_MID_GEMM": "0"}),
     "default": Mode("default", "vLLM default"),
     # tensor parallel size 2: on CPU two worker processes over gloo/shm (vosti: all-gather + rank-order sum)
     "vosti-tp2": Mode("vosti-tp2", "vLLM + vosti, TP 2", vosti=True, engine=dict(_TP2)),
