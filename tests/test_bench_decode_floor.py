@@ -58,3 +58,10 @@ def test_a_cell_reports_median_times_so_one_slow_sample_does_not_set_it():
     assert row["decode_method"] == "cached" and row["repeats"] == 3
     mixed = cell_row(1, 0, [(0.1, 0.2, "cached", 0), (0.1, 0.3, "subtracted", 0)], 16, 1.0)
     assert mixed["decode_method"] == "cached+subtracted" and mixed["decode_s"] == 0.25
+
+
+def test_the_largest_batch_decodes_in_one_step():
+    from vosti_plugin.integration.bench.throughput import max_num_seqs
+
+    assert max_num_seqs([1, 4, 16]) == 64        # earlier runs' engine, unchanged
+    assert max_num_seqs([64, 128, 256]) == 256   # not waves of 64 (h200-s28's batched bench ran as such)

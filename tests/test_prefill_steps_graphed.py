@@ -86,7 +86,7 @@ def test_mid_tiles_need_fewer_sizes(monkeypatch):
     monkeypatch.setenv("VOSTI_MID_GEMM", "0")
     without = graph_capture_sizes(2048)
     assert [s for s in with_mid if s > 512] == [s for s in without if s > 512] == [*range(640, 2048, 128), 2048]
-    assert len(with_mid) == 27 and len(without) == 48     # vLLM's stride of 16 up to 2048: 147
+    assert len(with_mid) == 25 and len(without) == 34     # vLLM's stride of 16 up to 2048: 147
 
 
 def test_stock_vllm_keeps_its_own_capture_sizes(build):

@@ -162,6 +162,29 @@ def test_gemm_sweep_summary_keeps_shipped_mid_and_fastest_same_split_configs(tmp
     assert shape["same_splits"] == {"64": ["m64 n64 k128 s2 st4", 18.0], "256": ["m64 n32 k128 s2 st4", 50.0]}
 
 
+def test_gemm_paths_summary_keeps_each_paths_time_and_names_unequal_rows(tmp_path):
+    from vosti_plugin.integration import summarize_run as summarize
+
+    def shape(n, us, tall_ok=True):
+        cfg = {"block_m": 16, "block_n": 32, "block_k": 128, "split_k": 1, "num_warps": 4, "num_stages": 4,
+               "split_block_k": 0}
+        return {"N": n, "K": 4096, "config": cfg, "us": {p: dict(zip(("64", "256"), t)) for p, t in us.items()},
+                "bits_equal_decode": {"mid": True, "tall": tall_ok}}
+    paths = {"m": [64, 256], "device": "H200", "shapes": [
+        shape(1024, {"cublas": (10.0, 20.0), "decode": (20.0, 80.0), "mid": (10.0, 40.0), "tall": (20.0, 20.0)}),
+        shape(2048, {"cublas": (10.0, 20.0), "decode": (40.0, 80.0), "mid": (10.0, 40.0), "tall": (40.0, 40.0)},
+              tall_ok=False)]}
+    (tmp_path / "decode_gemm_paths.json").write_text(json.dumps(paths))
+    summarize.main([str(tmp_path)])
+    out = json.loads((tmp_path / "summary.json").read_text())
+    assert out["kind"] == "decode_gemm_paths", "the profile summarizer must not take decode_gemm_paths.json"
+    assert out["rows_unequal_to_decode"] == [[2048, 4096, "tall"]]
+    assert out["shapes"][0]["config"] == "m16 n32 k128 s1 st4" and out["shapes"][1]["us"]["mid"] == [10.0, 40.0]
+    three = lambda x: float(f"{x:.3g}")   # noqa: E731 (three significant digits, as summaries keep)
+    assert out["geomean_over"]["mid"]["64"] == {"decode": three((0.5 * 0.25) ** 0.5), "cublas": 1.0}
+    assert out["geomean_over"]["tall"]["256"] == {"decode": three((0.25 * 0.5) ** 0.5), "cublas": three(2 ** 0.5)}
+
+
 def test_geometry_table_rebuilds_from_the_tracked_summary():
     from vosti_plugin.integration.geometries import table
 

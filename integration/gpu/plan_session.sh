@@ -22,7 +22,7 @@
 # loop's schedule and the FMA ban's cost, no vLLM), decode-tiles-gpu (no vLLM), harness-decode16 and bench-decode16 (#20: decode-only steps in
 # 16-row attention tiles, VOSTI_DECODE_TILE_ROWS=16, under the four classes and timed against vosti and default),
 # harness-dot16 (the same tiles on the config's warps with row sums by dot, VOSTI_ATTENTION_ROW_SUMS=dot), harness-decode-modes
-# (both of them and default in one harness run), harness-mid-gemm and bench-mid-gemm (#20: GEMMs of 64-511 rows in
+# (both of them and default in one harness run), harness-mid-gemm and bench-mid-gemm (#20: GEMMs of 64-255 rows in
 # 64-row tiles, the default, under the four classes (MID_GEMM_MODELS) and timed at batch 64-256 against VOSTI_MID_GEMM=0 (MID_GEMM_BATCHES)),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
 # overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
@@ -193,11 +193,11 @@ for step in $STEPS; do
           CONTEXTS=${FUSED_PREFILL_CONTEXTS:-1024,8192,16384} BATCHES=4 DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
           > "$R/bench-fused-prefill-$m.log" 2>&1
       done; log "bench-fused-prefill done" ;;
-    harness-mid-gemm)   # GEMMs of 64-511 rows in 64-row tiles (the default; MID_GEMM_HARNESS_MODES) under the four classes, default as the control (#20)
+    harness-mid-gemm)   # GEMMs of 64-255 rows in 64-row tiles (the default; MID_GEMM_HARNESS_MODES) under the four classes, default as the control (#20)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes ${MID_GEMM_HARNESS_MODES:-vosti,default} \
         --per-gpu 4 --models ${MID_GEMM_MODELS:-llama31-8b,gemma3-4b,llama32-1b-l8} --worker-timeout 840 \
         --out "$R/harness-mid-gemm" > "$R/harness-mid-gemm.log" 2>&1; log "harness-mid-gemm rc=$?" ;;
-    bench-mid-gemm)   # batched decode (64-256 rows a step) and prefill: 64-row mid tiles (vosti) vs the decode tiles (VOSTI_MID_GEMM=0) vs stock default (#20)
+    bench-mid-gemm)   # batched decode (64-256 rows a step: mid and tall tiles) and prefill: 64-row mid tiles (vosti) vs the decode tiles (VOSTI_MID_GEMM=0) vs stock default (#20)
       env OUT="$R/bench-mid-gemm" MODEL=llama31-8b BENCH_MODES="${MID_GEMM_BENCH_MODES:-vosti vosti-no-mid-gemm default}" \
         CONTEXTS=${MID_GEMM_CONTEXTS:-1024} BATCHES=${MID_GEMM_BATCHES:-64,128,256} DECODE=128 REPEATS=1 MODE_TIMEOUT=300 \
         bash integration/gpu/session.sh bench > "$R/bench-mid-gemm.log" 2>&1; log "bench-mid-gemm done" ;;

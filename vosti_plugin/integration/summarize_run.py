@@ -11,6 +11,7 @@ What it reads in RUN_DIR (all of it git-ignored under integration/results):
   decode_*.json, prof_*.json  integration/gpu/profile_decode.py -> per-step time per kernel family
   decode_gemm_sweep.json  integration/gpu/decode_gemm_sweep.py -> per shape: cuBLAS, the shipped config, its
                           mid-row tiles and the fastest config with the shipped splits (the same bits)
+  decode_gemm_paths.json  decode_gemm_sweep.py --paths -> per shape and M: each launch path's µs, bits vs decode
 The harness and `vosti_plugin.integration.bench.report` write summary.json themselves; this rebuilds it for any run.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 from vosti_plugin.integration.bench import report as bench_report
@@ -125,7 +127,7 @@ def dense(run: Path) -> dict | None:
 
 def profile(run: Path) -> dict | None:
     paths = sorted(p for pattern in ("decode_*.json", "prof_*.json") for p in run.glob(pattern)
-                   if p.name != "decode_gemm_sweep.json")
+                   if p.name not in ("decode_gemm_sweep.json", "decode_gemm_paths.json"))
     if not paths:
         return None
     return _round({"kind": "profile", "runs": {p.stem: _load(p) for p in paths}}, 5)
@@ -177,7 +179,31 @@ def decode_gemm_sweep(run: Path) -> dict | None:
                    "unequal_to_tall": unequal, "shapes": shapes}, 4)
 
 
-SUMMARIES = (harness, bench, tall_gemm, attention_sweep, attention_check, dense, profile, decode_gemm_sweep)
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
+def decode_gemm_paths(run: Path) -> dict | None:
+    """Per layer shape: the shipped config and µs per M through cuBLAS and each launch path; the (N, K, path) whose
+    rows differ from the decode rows; per M and path, the geometric mean of its time over the decode tiles' and
+    cuBLAS's."""
+    path = run / "decode_gemm_paths.json"
+    if not path.exists():
+        return None
+    data = _load(path)
+    ms = [str(m) for m in data["m"]]
+    paths = [p for p in data["shapes"][0]["us"] if p != "cublas"]
+    shapes = [{"N": sh["N"], "K": sh["K"], "config": _config_name(sh["config"]),
+               "us": {p: [sh["us"][p][m] for m in ms] for p in sh["us"]}} for sh in data["shapes"]]
+    unequal = [[sh["N"], sh["K"], p] for sh in data["shapes"] for p, ok in sh["bits_equal_decode"].items() if not ok]
+    over = {p: {m: {ref: _geomean([sh["us"][p][m] / sh["us"][ref][m] for sh in data["shapes"]])
+                    for ref in ("decode", "cublas")} for m in ms} for p in paths}
+    return _round({"kind": "decode_gemm_paths", "m": data["m"], "device": data.get("device"),
+                   "rows_unequal_to_decode": unequal, "geomean_over": over, "shapes": shapes}, 3)
+
+
+SUMMARIES = (harness, bench, tall_gemm, attention_sweep, attention_check, dense, profile, decode_gemm_sweep,
+             decode_gemm_paths)
 
 
 def summarize(run: Path, keep_configs: tuple[str, ...] = ()) -> dict:

@@ -120,7 +120,7 @@ _TALL_PROBE = "/tall vs decode"
 TALL_FIX = ("set VOSTI_TALL_GEMM=0: prefill GEMMs then run the decode tiles, whose rows are lane-invariant here "
             "(slower prefill, the same guarantee); and report this GPU, driver and Triton version")
 _MID_PROBE = "/mid vs decode"
-MID_FIX = ("set VOSTI_MID_GEMM=0: GEMMs of 64 to 511 rows then run the decode tiles, whose rows are lane-invariant "
+MID_FIX = ("set VOSTI_MID_GEMM=0: GEMMs of 64 to 255 rows then run the decode tiles, whose rows are lane-invariant "
            "here (slower batched decode, the same guarantee); and report this GPU, driver and Triton version")
 _DECODE_TILES_PROBE = "paged_attention/decode-tiles"
 DECODE_TILES_FIX = ("unset VOSTI_DECODE_TILE_ROWS: decode steps then run the prefill tiles (slower decode attention, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 # vosti: vosti's defaults (async scheduling as vLLM decides: on where supported); vosti-sync / vosti-async pin it.
-# vosti-tall: vosti's defaults with the tall GEMM path on (VOSTI_TALL_GEMM=1) for launches of 512+ rows.
+# vosti-tall: vosti's defaults with the tall GEMM path on (VOSTI_TALL_GEMM=1) for launches of 256+ rows.
 # vosti-tma: vosti's defaults with tall launches through the TMA kernel (VOSTI_TMA_GEMM=1, the default).
 # vosti-pointer: tall launches through the pointer kernels (VOSTI_TMA_GEMM=0).
 # vosti-nostretch: the split-KV workspace never grows past 2 GiB (VOSTI_SPLIT_WORKSPACE_SHARE=0), as before it could.
@@ -13,7 +13,7 @@ import os
 # vosti-decode16: decode-only steps in 16-row attention tiles (VOSTI_DECODE_TILE_ROWS=16).
 # vosti-dot16: the same tiles on the config's warps, every tile summing softmax rows by dot (VOSTI_ATTENTION_ROW_SUMS).
 # vosti-fused-prefill: steps of 512+ tokens with a prefill run fused in taller tiles (VOSTI_PREFILL_FUSED_FROM=512).
-# vosti-mid-gemm: GEMMs of 64 to 511 rows in 64-row tiles (VOSTI_MID_GEMM=1, the default); vosti-no-mid-gemm:
+# vosti-mid-gemm: GEMMs of 64 to 255 rows in 64-row tiles (VOSTI_MID_GEMM=1, the default); vosti-no-mid-gemm:
 # in the decode tiles (VOSTI_MID_GEMM=0), as before.
 MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
          "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "vosti-dot16", "vosti-fused-prefill",

@@ -48,9 +48,9 @@ MODES: dict[str, Mode] = {
     # every step of 2+ tokens with a prefill fused in taller tiles, the rest split: the classes compare rows of both
     "vosti-fused-prefill": Mode("vosti-fused-prefill", "vLLM + vosti, prefill steps fused in taller tiles", vosti=True,
                                 env={"VOSTI_PREFILL_FUSED_FROM": "2"}),
-    "vosti-mid-gemm": Mode("vosti-mid-gemm", "vLLM + vosti, GEMMs of 64-511 rows in 64-row tiles", vosti=True,
+    "vosti-mid-gemm": Mode("vosti-mid-gemm", "vLLM + vosti, GEMMs of 64-255 rows in 64-row tiles", vosti=True,
                            env={"VOSTI_MID_GEMM": "1"}),
-    "vosti-no-mid-gemm": Mode("vosti-no-mid-gemm", "vLLM + vosti, GEMMs below 512 rows in the decode tiles",
+    "vosti-no-mid-gemm": Mode("vosti-no-mid-gemm", "vLLM + vosti, GEMMs below 256 rows in the decode tiles",
                               vosti=True, env={"VOSTI_MID_GEMM": "0"}),
     "default": Mode("default", "vLLM default"),
     # tensor parallel size 2: on CPU two worker processes over gloo/shm (vosti: all-gather + rank-order sum)
