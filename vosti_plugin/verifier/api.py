@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -439,6 +440,8 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers, *, w
     todo.sort(key=lambda i: -len(groups[i].members))
     if todo:
         n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
+        if multiprocessing.current_process().daemon:
+            n = 1   # a daemonic process (vLLM's workers) may not start a pool: prove in this process
 
         def finished(done: int, i: int, out: dict) -> None:
             _write_atomic(cache_dir / f"{groups[i].cache_key}.json", json.dumps(out))  # kept if interrupted
