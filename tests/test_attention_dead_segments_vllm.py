@@ -11,7 +11,7 @@ from vosti_plugin.attention import backend as vosti_backend
 
 from tests.reference_forward import assert_first_step_matches_reference, raw_logits
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 PROMPTS = ([(i * 37 + 11) % 500 + 3 for i in range(61)], [(i * 53 + 5) % 500 + 3 for i in range(45)])
 MAX_MODEL_LEN = 1536          # three 512-position segments: the prompts live in the first

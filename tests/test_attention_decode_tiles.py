@@ -151,6 +151,7 @@ PROMPTS = ([(i * 37 + 11) % 500 + 3 for i in range(61)], [(i * 53 + 5) % 500 + 3
            [(i * 29 + 7) % 500 + 3 for i in range(9)])
 
 
+@pytest.mark.slow
 @pytest.mark.vllm
 def test_decode_steps_run_decode_tiles_inside_vllm_and_keep_the_logits(tiny_model_path, monkeypatch):
     """Real vLLM (CPU), split path, VOSTI_DECODE_TILE_ROWS=16: prefill and mixed steps launch the prefill tiles,

@@ -98,6 +98,7 @@ def test_launch_check_wants_the_prefill_and_fold_configs_only_when_on(monkeypatc
     assert len(wanted_configs(facts)["paged_attention"]) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.vllm
 def test_prefill_steps_run_fused_inside_vllm_and_keep_the_logits(tiny_model_path, monkeypatch):
     """Real vLLM (CPU), a split deployment with VOSTI_PREFILL_FUSED_FROM=16: steps of 16+ tokens with a prefill launch

@@ -83,6 +83,7 @@ def test_the_catalog_lists_one_row_sum_mode_and_proves_it(monkeypatch):
     assert out["status"] == "proved", out["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.vllm
 def test_dot_row_sums_and_decode_tiles_inside_vllm_keep_the_logits(tiny_model_path, monkeypatch):
     """Real vLLM (CPU), split path, both switches on: decode-only steps launch 16-row tiles with the prefill tiles'

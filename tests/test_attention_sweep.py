@@ -80,6 +80,7 @@ def test_sweep_candidates_are_launchable_configs_led_by_the_shipped_one(head_dim
         assert elem * head_dim * (config.block_m + 2 * config.num_stages * config.block_n) <= 227 * 1024
 
 
+@pytest.mark.slow
 def test_cpu_smoke_sweep_times_every_candidate_and_its_best_configs_pass_checks(tmp_path):
     proc, data = _run_smoke(tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "integration" / "gpu" / "decode_layer_parts.py"
 
 
+@pytest.mark.slow
 def test_cpu_smoke_reports_every_part_layer_and_the_step(tmp_path):
     out = tmp_path / "decode.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--cpu-smoke", "--out", str(out)],

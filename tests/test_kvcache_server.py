@@ -61,6 +61,7 @@ def test_empty_cache_salt_is_refused_and_touches_no_page(server):
     assert (after["queries"], after["registered_pages"]) == (before["queries"], before["registered_pages"])
 
 
+@pytest.mark.slow
 def test_soak_mixed_tenants_aborts_disconnects_preemption(server):
     result = run_soak(server, SOAK_REQUESTS, workers=6, seed=int(os.environ.get("VOSTI_SOAK_SEED", "0")))
     print()

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "integration" / "gpu" / "prefill_layer_parts.py"
 
 
+@pytest.mark.slow
 def test_cpu_smoke_reports_every_gemm_attention_path_and_the_step(tmp_path):
     out = tmp_path / "parts.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--cpu-smoke", "--out", str(out)],

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 PAGE = 32
 POOL_PAGES = 8  # vLLM keeps one as its null page: 7 usable, fewer than the 4 requests need together

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 SCRIPT = Path(__file__).resolve().parents[1] / "integration" / "gpu" / "serve_sampling_burst.py"
 # One vosti server start is ~2-4 min on 2 shared cores; the stock control (a second server, run by the

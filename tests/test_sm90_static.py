@@ -30,6 +30,7 @@ def _triton_has_nvidia() -> bool:
     return "nvidia" in triton.backends.backends
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _triton_has_nvidia(), reason="this Triton has no nvidia backend to compile for sm_90")
 def test_a_geometry_compiles_for_the_h200_on_the_hopper_paths(tmp_path):
     """Every launch of a Qwen3-0.6B layer (and a variant's) is compiled for sm_90a through the plugin's own launch

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
 sys.path.insert(0, str(Path(__file__).parent))
 from tp2_run import LONG  # noqa: E402
