@@ -39,8 +39,8 @@ def test_mid_configs_keep_the_decode_k_order_and_fit_in_shared_memory(config, dt
 
 @pytest.mark.parametrize("N, K", [(96, 200), (130, 520)])
 def test_mid_launches_give_every_row_its_decoded_bits(monkeypatch, N, K):
-    """Off: every launch below the tall path runs the decode config. On: from MID_MIN_ROWS rows the mid tiles
-    run, and each row equals the same row decoded alone."""
+    """Below MID_MIN_ROWS rows a launch runs the decode config; from MID_MIN_ROWS rows the mid tiles, and each row
+    equals the same row decoded alone."""
     a, w, bias = _operands(3, matmul.MID_MIN_ROWS + 41, N, K, with_bias=True)
     config = matmul.select_config(N, K, torch.float32)
     assert matmul.mid_config(config) != config, "the CPU config must have shorter tiles for this to test anything"

@@ -128,7 +128,8 @@ def test_tall_path_is_off_by_default_for_fp32(monkeypatch, M):
     a, w, bias = _operands(1, M, 128, 128, with_bias=True)
     matmul.linear(a, w, bias)
     assert [c[0] for c in log.calls] == ["launch_matmul"]
-    assert log.calls[0][2] == matmul.select_config(128, 128, torch.float32)
+    config = matmul.select_config(128, 128, torch.float32)
+    assert log.calls[0][2] == (matmul.mid_config(config) if matmul.mid_path_on(M) else config)
 
 
 @pytest.mark.parametrize("setting, dtype, on", [
@@ -155,7 +156,8 @@ def test_tall_path_on_takes_tall_launches_from_the_threshold(monkeypatch):
     tall_config = matmul.tall_config(config, torch.float32)
     assert config.split_k == 1 and tall_config.block_m > config.block_m
     # a split-1 tall launch is mm_kernel with the tall tiles, through launch_matmul
-    assert log.calls == [("launch_matmul", matmul.TALL_MIN_ROWS - 1, config),
+    below_config = matmul.mid_config(config) if matmul.mid_path_on(matmul.TALL_MIN_ROWS - 1) else config
+    assert log.calls == [("launch_matmul", matmul.TALL_MIN_ROWS - 1, below_config),
                          ("launch_matmul_tall", matmul.TALL_MIN_ROWS + 5, tall_config),
                          ("launch_matmul", matmul.TALL_MIN_ROWS + 5, tall_config)]
     assert torch.equal(tall[: matmul.TALL_MIN_ROWS - 1], below), "rows must not notice the path switch"
