@@ -107,6 +107,7 @@ def test_a_cross_group_over_its_domain_is_proved(monkeypatch):
     assert out["status"] == "proved", out["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("row_sums", ["sum", "dot"])
 def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch, row_sums):

@@ -60,6 +60,7 @@ def test_dot_row_sums_match_the_reference_and_decode_tiles_keep_the_prefill_rows
     assert bitwise_equal(prefilled, torch.cat(decoded))
 
 
+@pytest.mark.slow
 def test_the_catalog_lists_one_row_sum_mode_and_proves_it(monkeypatch):
     """The catalog proves the deployment's mode only (its stored verification is kept per value); one attention
     group of the dot mode is proved with real Z3."""

@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BOTH_PATHS = ["FOLD combine", "fused prefill, FOLD combine"]
 WRONG = "upper bound: no mask selects"
 
 
+@pytest.mark.slow
 def test_both_paths_variants_keep_the_shipped_bits(tmp_path):
     out = tmp_path / "av.json"
     proc = subprocess.run([sys.executable, "integration/gpu/attention_variants.py", "--cpu-smoke", "--out", str(out),

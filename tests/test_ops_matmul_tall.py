@@ -266,6 +266,7 @@ def _check_script():
     return path, module
 
 
+@pytest.mark.slow
 def test_gpu_check_script_cpu_smoke_passes_and_writes_its_report(tmp_path):
     import json
     import os
