@@ -235,8 +235,9 @@ _TMA_B16 = dict(block_m=TALL_TILE_ROWS, block_n=128, block_k=64, num_warps=8, nu
 # re-read the weight once per 16 rows. integration/gpu/decode_gemm_sweep.py --block-m 16,64 --m 64,256 on the H200
 # (53 layer shapes of the served geometries, integration/results/h200-s27/gemm-mid-rows): these tiles take 0.65x
 # the decode tiles' time at M = 64 and 0.58x at M = 256 (geometric means; never slower), every row equal to the
-# tall path's; through vLLM, Llama-3.1-8B decodes batches of 64-256 at 0.80-0.83x stock instead of 0.56-0.57x
-# (integration/results/h200-s28). VOSTI_MID_GEMM=0 keeps these launches on the decode tiles.
+# tall path's (which is faster still from 256 rows: ops/gemm_rows.py); through vLLM, Llama-3.1-8B decodes a batch
+# of 64 at 0.80-0.83x stock instead of 0.56-0.57x (integration/results/h200-s28). VOSTI_MID_GEMM=0 keeps these
+# launches on the decode tiles.
 
 
 @functools.lru_cache(maxsize=None)   # called per GEMM launch of 64+ rows while the switch is on
