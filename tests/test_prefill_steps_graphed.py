@@ -74,14 +74,15 @@ def test_padding_a_step_to_its_capture_size_adds_no_gemm_tile(monkeypatch, mid, 
         config = matmul.select_config(n, k, torch.bfloat16)
         for rows in range(1, budget + 1):
             padded = next(s for s in sizes if s >= rows)
-            tiles, padded_tiles = _launched(rows, config), _launched(padded, config)
-            if padded_tiles == tiles:     # the same path: as many row tiles
-                assert -(-padded // tiles.block_m) == -(-rows // tiles.block_m), (n, k, rows, padded)
+            launch, padded_launch = _launched(rows, config), _launched(padded, config)
+            if padded_launch == launch:   # the same path: as many row tiles
+                assert -(-padded // launch.block_m) == -(-rows // launch.block_m), (n, k, rows, padded)
             else:                         # padded into the next path: only up to where that path starts
-                assert _launched(padded - 1, config) == tiles, (n, k, rows, padded)
+                assert _launched(padded - 1, config) == launch, (n, k, rows, padded)
 
 
 def test_mid_tiles_need_fewer_sizes(monkeypatch):
+    monkeypatch.delenv("VOSTI_MID_GEMM", raising=False)
     with_mid = graph_capture_sizes(2048)
     monkeypatch.setenv("VOSTI_MID_GEMM", "0")
     without = graph_capture_sizes(2048)
