@@ -66,7 +66,21 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(cores, 4))
 
 
+# The files that take longest on 2 cores (`python3 -m pytest -q --durations=0`, summed per file), longest first.
+# xdist hands whole files to the workers in collection order (`--no-loadscope-reorder` in pyproject: its default
+# order, most tests first, started the longest file last and left one core idle for its last ten minutes).
+_LONGEST_FILES = ("test_sampling_vllm.py", "test_harness_cpu.py", "test_attention_batch_invariance.py",
+                  "test_attention_any_geometry.py", "test_norm_launch_pairs_vllm.py", "test_kvcache_server.py",
+                  "test_host_numerics.py", "test_attention_fused_prefill.py")
+
+
+def _longest_first(item) -> int:
+    name = item.path.name
+    return _LONGEST_FILES.index(name) if name in _LONGEST_FILES else len(_LONGEST_FILES)
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_longest_first)   # stable: the rest keep their order
     if _HAS_GPU:
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 through the device tool)")

@@ -40,3 +40,21 @@ def test_every_variant_applies_to_the_shipped_kernel(tmp_path):
     for name, variant in av.VARIANTS.items():
         module = av.load_variant(name, variant[0], str(tmp_path))
         assert hasattr(module, "paged_attention"), name
+
+
+def test_decode_cases_take_the_batches_asked_for(tmp_path):
+    """--decode-batches / --decode-only pick the decode cases a lease times (batch 64 is where Gemma-3-4B's decode
+    attention is furthest behind stock), each case's batch as many requests as its name says."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("attention_variants", ROOT / "integration/gpu/attention_variants.py")
+    av = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(av)
+    chosen = av.cases(False, "cpu", torch.float16, "llama31-8b", decode_batches=(2, 3), decode_only=True)
+    assert chosen and all(name.startswith("decode b2 ") or name.startswith("decode b3 ") for name, *_ in chosen)
+    for name, requests, *_ in chosen:
+        assert len(requests) == int(name.split()[1][1:]), name
+    assert any(name.startswith("prefill") for name, *_ in av.cases(False, "cpu", torch.float16, "llama31-8b",
+                                                                    decode_batches=(1,)))

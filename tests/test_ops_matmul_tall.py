@@ -332,3 +332,25 @@ def test_gpu_check_script_records_a_failing_launch_and_checks_the_other_cases(mo
     assert script.section_bits(report, [33], deadline=float("inf")) is False
     cases = report.data["sections"]["bits"]["cases"]
     assert "shared memory" in cases[0]["error"] and cases[1]["bad_rows"]["n"] == 0
+
+
+@pytest.mark.parametrize("tma", ["1", "0"])
+def test_a_gemm_launches_the_kernel_and_config_launch_path_names(monkeypatch, tma):
+    """launch_path is the dispatch (the capture sizes' test and readers use it): for rows below the mid tiles, in
+    them, below and on the tall path, `linear` runs the kernel and launch config it names, and no other."""
+    monkeypatch.setenv("VOSTI_TALL_GEMM", "1")
+    monkeypatch.setenv("VOSTI_TMA_GEMM", tma)
+    monkeypatch.delenv("VOSTI_MID_GEMM", raising=False)
+    N, K = 128, 344
+    config = matmul.select_config(N, K, torch.float32)
+    a, w, _ = _operands(3, matmul.TALL_MIN_ROWS + 5, N, K, with_bias=False)
+    named = {"rows": "launch_matmul", "tall": "launch_matmul_tall", "tma": "launch_matmul_tma"}
+    seen = set()
+    for M in (1, matmul.MID_MIN_ROWS, matmul.TALL_MIN_ROWS - 1, matmul.TALL_MIN_ROWS + 5):
+        log = _LaunchLog(monkeypatch)
+        matmul.linear(a[:M], w)
+        kernel, launch = matmul.launch_path(M, config, torch.float32)
+        assert log.calls[0] == (named[kernel], M, launch), M
+        seen.add((kernel, launch.block_m))
+    assert {k for k, _ in seen} == {"rows", "tma" if tma == "1" else "tall"}
+    assert len({bm for k, bm in seen if k == "rows"}) == 2, "decode and mid tiles"

@@ -55,10 +55,7 @@ def test_vosti_graphs_steps_up_to_the_step_budget(build, budget, expected):
 
 def _launched(M: int, config):
     """The config a 16-bit GEMM of M rows launches when `config` is its decode config: the matmul's own dispatch."""
-    if matmul.tall_path_on(M, torch.bfloat16):
-        return matmul.tma_config(config, torch.bfloat16) if matmul.tma_path_on() \
-            else matmul.tall_config(config, torch.bfloat16)
-    return matmul.mid_config(config) if matmul.mid_path_on(M) else config
+    return matmul.launch_path(M, config, torch.bfloat16)[1]
 
 
 # (N, K) of Llama-3.1-8B's qkv and down projections and Qwen3-0.6B's o_proj: split and unsplit decode configs

@@ -270,7 +270,8 @@ def load_variant(name: str, edits: list[tuple[str, str]], tmp: str, source: str 
 GEOMETRIES = {"llama31-8b": (32, 8, 128, None), "gemma3-4b": (8, 4, 256, 1024)}
 
 
-def cases(smoke: bool, device: str, dtype: torch.dtype, geometry: str = "llama31-8b"):
+def cases(smoke: bool, device: str, dtype: torch.dtype, geometry: str = "llama31-8b",
+          decode_batches: tuple[int, ...] = (1, 4, 16), decode_only: bool = False):
     """(name, requests, max_model_len, mode, path, window) for a served geometry (Llama-3.1-8B: 32 q / 8 kv
     heads, head_dim 128; Gemma-3-4B: 8 q / 4 kv heads, head_dim 256, window layers of 1024 beside its global
     ones). max_model_len sizes the segment grid as the backend does; 131072 is both models' default."""
@@ -285,13 +286,13 @@ def cases(smoke: bool, device: str, dtype: torch.dtype, geometry: str = "llama31
     hq, hkv, d, window = GEOMETRIES[geometry]
     kinds = [("", None)] if window is None else [(", window layer", window), (", global layer", None)]
     out = []
-    for kv in (8192, 16384):
+    for kv in () if decode_only else (8192, 16384):
         req = [random_request(kv, 2048, hq, hkv, d, seed=kv, dtype=dtype, device=device)]
         for label, w in kinds:
             out.append((f"prefill chunk 2048 @ {kv // 1024}K{label}", req, kv + 512, "prefill", "split", w))
             out.append((f"prefill chunk 2048 @ {kv // 1024}K{label}, fused path", req, kv + 512, "prefill", "fused", w))
     for ctx in (1024, 8192):
-        for b in (1, 4, 16):
+        for b in decode_batches:
             reqs = [random_request(ctx, 1, hq, hkv, d, seed=100 + s, dtype=dtype, device=device) for s in range(b)]
             for label, w in kinds:
                 out.append((f"decode b{b} @ {ctx // 1024}K{label}", reqs, ctx + 512, "decode", "split", w))
@@ -309,7 +310,16 @@ def main() -> int:
     ap.add_argument("--variants", help="comma-separated variant names to time beside 'shipped' (default: all)")
     ap.add_argument("--geometry", choices=sorted(GEOMETRIES), default="llama31-8b",
                     help="whose heads, head_dim and window the cases take")
+    ap.add_argument("--decode-batches", default="1,4,16",
+                    help="batches of the decode cases, e.g. 16,64 (a batch-64 step is where decode tiles' padding rows cost most)")
+    ap.add_argument("--decode-only", action="store_true", help="leave out the prefill cases")
     args = ap.parse_args()
+    try:
+        decode_batches = tuple(int(b) for b in args.decode_batches.split(","))
+    except ValueError:
+        ap.error(f"--decode-batches {args.decode_batches!r}: comma-separated batch sizes, e.g. 16,64")
+    if not decode_batches or min(decode_batches) < 1:
+        ap.error(f"--decode-batches {args.decode_batches!r}: batch sizes of at least 1")
     if args.variants:
         keep = {"shipped", *args.variants.split(";" if ";" in args.variants else ",")}
         unknown = keep - set(VARIANTS)
@@ -329,7 +339,8 @@ def main() -> int:
                     "geometry": args.geometry, "cases": {}}
     t0 = time.time()
     page = 16 if smoke else 64  # vLLM's block size with vosti on CUDA
-    for case, requests, max_model_len, mode, path, window in cases(smoke, device, dtype, args.geometry):
+    chosen = cases(smoke, device, dtype, args.geometry, decode_batches, args.decode_only)
+    for case, requests, max_model_len, mode, path, window in chosen:
         batch = build_paged_batch(requests, page_size=page, seed=7)
         heads, dim = batch.q.shape[1], batch.q.shape[2]
         cfg = select_config(dim, heads, batch.k_cache.shape[2], page, dtype)

@@ -11,7 +11,8 @@
 # harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), gemm-block-m (#18, no vLLM; GEMM_M: activation rows), gemm-paths (#20, no vLLM: decode vs mid vs tall tiles at 32-511 rows), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which),
-# attention-variants-gemma (the same on Gemma-3-4B's window and global layers), attention-tile-height (decode in
+# attention-variants-gemma (the same on Gemma-3-4B's window and global layers), attention-decode-batch (decode
+# attention at batch 16/64 in 16-row tiles and with row sums by dot, no vLLM), attention-tile-height (decode in
 # 16- and 32-row tiles on 1, 2 or 4 warps against the shipped bits; ATTN_VARIANTS: others), bench-attn, bench-long
 # (Llama-3.1-8B at max_model_len 128K: vosti, vosti-nostretch, default), harness-step-grid and bench-step-grid
 # (VOSTI_EAGER_STEP_GRID=1 under the four classes, and at 128K), startup and
@@ -109,10 +110,12 @@ for step in $STEPS; do
       timeout 1200 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-dot16,vosti-decode16,default \
         --per-gpu 4 --models llama31-8b,gemma3-4b --worker-timeout 1100 --out "$R/harness-decode-modes" \
         > "$R/harness-decode-modes.log" 2>&1; log "harness-decode-modes rc=$?" ;;
-    bench-decode16)   # decode with 16-row tiles vs vosti's 64-row tiles vs stock default (#20); DECODE16_MODELS=gemma3-4b,llama31-8b
+    bench-decode16)   # decode with 16-row tiles vs vosti's 64-row tiles vs stock default (#20); DECODE16_MODELS=gemma3-4b,llama31-8b,
+      # DECODE16_BATCHES (e.g. 4,64: batch 64 is where Gemma-3-4B's decode attention is furthest behind), DECODE16_CONTEXTS
       for m in ${DECODE16_MODELS//,/ }; do
-        env OUT="$R/bench-decode16-$m" MODEL=$m BENCH_MODES="${DECODE16_BENCH_MODES:-vosti-decode16 vosti-dot16 vosti default}" CONTEXTS=1024,16384 \
-          BATCHES=1,4,16 DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
+        env OUT="$R/bench-decode16-$m" MODEL=$m BENCH_MODES="${DECODE16_BENCH_MODES:-vosti-decode16 vosti-dot16 vosti default}" \
+          CONTEXTS=${DECODE16_CONTEXTS:-1024,16384} BATCHES=${DECODE16_BATCHES:-1,4,16} DECODE=128 REPEATS=1 MODE_TIMEOUT=300 \
+          bash integration/gpu/session.sh bench \
           > "$R/bench-decode16-$m.log" 2>&1
       done; log "bench-decode16 done" ;;
     harness-tall-quick)   # the tall GEMM path under the four classes, stock default as the control
@@ -171,6 +174,13 @@ for step in $STEPS; do
         timeout 300 python3 integration/gpu/attention_variants.py --geometry $g --variants "${ATTN_VARIANTS:-tiles of 16 rows;tiles of 16 rows, 1 warp;tiles of 16 rows, 2 warps;tiles of 32 rows, 2 warps;row sums by dot (other bits);row sums by dot, tiles of 16 rows (other bits)}" \
           --out "$R/attention-tile-height-$g.json" > "$R/attention-tile-height-$g.log" 2>&1
       done; log "attention-tile-height done" ;;
+    attention-decode-batch)   # decode attention at batch 16 and 64 (ATTN_DECODE_BATCHES): 16-row tiles and row sums by dot vs the shipped 64-row tiles, Gemma then Llama heads, no vLLM (#20)
+      for g in gemma3-4b llama31-8b; do
+        timeout 300 python3 integration/gpu/attention_variants.py --geometry $g --decode-only \
+          --decode-batches ${ATTN_DECODE_BATCHES:-16,64} \
+          --variants "${ATTN_VARIANTS:-tiles of 16 rows;row sums by dot (other bits);row sums by dot, tiles of 16 rows (other bits)}" \
+          --out "$R/attention-decode-batch-$g.json" > "$R/attention-decode-batch-$g.log" 2>&1
+      done; log "attention-decode-batch done" ;;
     attention-prefill)   # prefill attention: the unmasked loop's schedule (stages; warp specialization does not compile on Triton 3.6, results/cpu-sm90-static), what the FMA ban costs (#20)
       timeout 300 python3 integration/gpu/attention_variants.py --geometry llama31-8b --variants "${ATTN_VARIANTS:-whole loop 3 stages;whole loop 3 stages, 128 rows, 8 warps, fused;tiles of 128 rows, 8 warps;row sums by dot (other bits);row sums by dot, tiles of 128 rows, 8 warps, fused (other bits);fp fusion on (other bits)}" \
         --out "$R/attention-prefill.json" > "$R/attention-prefill.log" 2>&1; log "attention-prefill rc=$?" ;;

@@ -43,6 +43,7 @@ __all__ = [
     "launch_matmul",
     "launch_matmul_tall",
     "launch_matmul_tma",
+    "launch_path",
     "linear",
     "mid_config",
     "mid_path_on",
@@ -755,20 +756,38 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None,
         kernel_out_dtype = torch.float32
     config = select_config(b.shape[1], b.shape[0], a.dtype)
     out = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=kernel_out_dtype)
-    if tall_path_on(a.shape[0], a.dtype):
-        launch_tall(a, b, bias, out, config)
-    else:
-        launch_matmul(a, b, bias, out, mid_config(config) if mid_path_on(a.shape[0]) else config)
+    kernel, launch = launch_path(a.shape[0], config, a.dtype, operands=(a, b))
+    _launcher(kernel)(a, b, bias, out, launch)
     return out if out.dtype == out_dtype else out.to(out_dtype)
+
+
+def launch_path(M: int, config: MatmulConfig, dtype: torch.dtype,
+                operands: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[str, MatmulConfig]:
+    """(kernel, launch config) of an M-row GEMM whose decode config is `config`: "tma" or "tall" (the tall path),
+    else "rows" (launch_matmul) in the mid tiles or the decode tiles. `operands` (a, b) decide whether the TMA
+    kernel can read them; None: as the layer GEMMs of a deployment, which it can."""
+    if tall_path_on(M, dtype):
+        return _tall_path(config, dtype, operands)
+    return "rows", mid_config(config) if mid_path_on(M) else config
+
+
+def _tall_path(config: MatmulConfig, dtype: torch.dtype,
+               operands: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[str, MatmulConfig]:
+    if tma_path_on() and (operands is None or _tma_operands(*operands)):
+        return "tma", tma_config(config, dtype)
+    return "tall", tall_config(config, dtype)
 
 
 def launch_tall(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                 config: MatmulConfig) -> torch.Tensor:
     """The tall path's launch of the decode config `config`, as a tall GEMM takes it: the TMA kernel where it
     is on and the operands allow it, else the pointer kernels' tall tiles."""
-    if tma_path_on() and _tma_operands(a, b):
-        return launch_matmul_tma(a, b, bias, out, tma_config(config, a.dtype))
-    return launch_matmul_tall(a, b, bias, out, tall_config(config, a.dtype))
+    kernel, launch = _tall_path(config, a.dtype, (a, b))
+    return _launcher(kernel)(a, b, bias, out, launch)
+
+
+def _launcher(kernel: str):
+    return {"tma": launch_matmul_tma, "tall": launch_matmul_tall, "rows": launch_matmul}[kernel]
 
 
 def mm(a: torch.Tensor, b: torch.Tensor, out_dtype: torch.dtype | None = None) -> torch.Tensor:
