@@ -70,8 +70,8 @@ def pytest_xdist_auto_num_workers(config):
 # xdist hands whole files to the workers in collection order (`--no-loadscope-reorder` in pyproject: its default
 # order, most tests first, started the longest file last and left one core idle for its last ten minutes).
 _LONGEST_FILES = ("test_sampling_vllm.py", "test_harness_cpu.py", "test_attention_batch_invariance.py",
-                  "test_attention_any_geometry.py", "test_norm_launch_pairs_vllm.py", "test_kvcache_server.py",
-                  "test_host_numerics.py", "test_attention_fused_prefill.py")
+                  "test_attention_any_geometry.py", "test_norm_launch_pairs_vllm.py", "test_host_numerics.py",
+                  "test_attention_sliding_window.py", "test_attention_fused_prefill.py")
 
 
 def _longest_first(item) -> int:

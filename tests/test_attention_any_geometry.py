@@ -85,10 +85,10 @@ def test_vllm_serves_geometry_bitwise_and_matches_reference(tmp_path, queries_pe
     try:
         params = SamplingParams(temperature=0.0, max_tokens=3, logprobs=20)
         prompts = [{"prompt_token_ids": p} for p in PROMPTS]
-        alone = [_views(llm.generate([p], params, use_tqdm=False))[0] for p in prompts]
+        alone_outputs = [llm.generate([p], params, use_tqdm=False)[0] for p in prompts]
         batched = _views(llm.generate(list(reversed(prompts)), params, use_tqdm=False))[::-1]
-        assert alone == batched                   # floats compared exactly (== on Python floats)
-        out = llm.generate([prompts[0]], params, use_tqdm=False)[0].outputs[0]
+        assert _views(alone_outputs) == batched   # floats compared exactly (== on Python floats)
+        out = alone_outputs[0].outputs[0]
     finally:
         del llm
         gc.collect()

