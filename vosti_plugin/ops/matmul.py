@@ -765,7 +765,7 @@ def launch_path(M: int, config: MatmulConfig, dtype: torch.dtype,
                 operands: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[str, MatmulConfig]:
     """(kernel, launch config) of an M-row GEMM whose decode config is `config`: "tma" or "tall" (the tall path),
     else "rows" (launch_matmul) in the mid tiles or the decode tiles. `operands` (a, b) decide whether the TMA
-    kernel can read them; None: as the layer GEMMs of a deployment, which it can."""
+    kernel can read them (contiguous over K, 16-byte aligned); None assumes it can."""
     if tall_path_on(M, dtype):
         return _tall_path(config, dtype, operands)
     return "rows", mid_config(config) if mid_path_on(M) else config
