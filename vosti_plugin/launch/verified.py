@@ -76,10 +76,11 @@ _proof_views: dict[str, tuple[frozenset, frozenset]] = {}   # by proof-cache dir
 EXACT_FAMILIES = ("paged_attention",)
 
 
-def wanted_configs(f: LaunchFacts) -> dict[str, set]:
-    """family -> the launch configs (sorted items) this deployment selects, for the EXACT_FAMILIES."""
+def wanted_configs(f: LaunchFacts, configs: dict | None = None) -> dict[str, set]:
+    """family -> the launch configs (sorted items) this deployment selects, for the EXACT_FAMILIES; `configs`:
+    kernel_configs_for(f) where the caller has it."""
     wanted: dict[str, set] = {family: set() for family in EXACT_FAMILIES}
-    for kernel, cfg in kernel_configs_for(f).items():
+    for kernel, cfg in (configs if configs is not None else kernel_configs_for(f)).items():
         family = kernel.split("/")[0]
         if family in wanted:
             wanted[family].add(_config_item(cfg))
@@ -123,9 +124,10 @@ def _log_proof(done: int, todo: int, group, summary: dict) -> None:
 
 def unproved_launches(f: LaunchFacts) -> list[UnprovedLaunch]:
     """Kernel configs this launch uses that the verifier did not prove (empty when all are proved)."""
-    proved, catalog = _proof_view(wanted_configs(f))
+    configs = kernel_configs_for(f)
+    proved, catalog = _proof_view(wanted_configs(f, configs))
     missing = []
-    for kernel, cfg in kernel_configs_for(f).items():
+    for kernel, cfg in configs.items():
         item = (kernel.split("/")[0], _config_item(cfg))
         if item not in proved:
             missing.append(UnprovedLaunch(kernel, dict(item[1]), item in catalog))
