@@ -57,10 +57,10 @@ for step in $STEPS; do
       env OUT="$R/agentic" BENCH_MODES="$V bi default" MODE_TIMEOUT=260 bash integration/gpu/session.sh agentic \
         > "$R/agentic.log" 2>&1; log "agentic done" ;;
     bench-gemma) grid bench-gemma gemma3-4b "$V default bi"; log "bench-gemma done" ;;
-    profile)
-      for m in llama31-8b gemma3-4b; do
-        env OUT="$R/profile" MODEL=$m PROFILE_MODES="$V" PROFILE_CONTEXT=16384 BATCHES=16 MODE_TIMEOUT=200 \
-          bash integration/gpu/session.sh profile > "$R/profile-$m.log" 2>&1
+    profile)   # PROFILE_MODELS, PROFILE_MODES, PROFILE_CONTEXT, PROFILE_BATCH pick the cell (e.g. Gemma-3-4B b64 @ 1K)
+      for m in ${PROFILE_MODELS:-llama31-8b gemma3-4b}; do
+        env OUT="$R/profile" MODEL=$m PROFILE_MODES="${PROFILE_MODES:-$V}" PROFILE_CONTEXT=${PROFILE_CONTEXT:-16384} \
+          BATCHES=${PROFILE_BATCH:-16} MODE_TIMEOUT=200 bash integration/gpu/session.sh profile > "$R/profile-$m.log" 2>&1
       done; log "profile done" ;;
     dense-sweep)
       timeout 300 python3 integration/gpu/dense_bench.py --quick --budget-s 240 --out "$R/dense.json" \

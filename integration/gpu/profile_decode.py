@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     model_dir, geometry, load_format = resolve_model(a.model)
     kw = dict(model=str(model_dir), load_format=load_format, skip_tokenizer_init=True, dtype="bfloat16",
               max_model_len=a.context + 4 * a.steps + 64, gpu_memory_utilization=0.85,
-              enable_prefix_caching=False, seed=0, max_num_seqs=64)
+              enable_prefix_caching=False, seed=0, max_num_seqs=max(64, a.batch))
     kw.update(engine_kwargs(a.mode))
     if not torch.cuda.is_available():            # logic check on CPU: tiny model, fp32
         kw.update(dtype="float32", block_size=32)
