@@ -1,4 +1,4 @@
-"""Decode-only steps in shorter row tiles (VOSTI_DECODE_TILE_ROWS): the rule, the catalog's cross proofs, the
+"""Decode-only steps in shorter row tiles (where rows are summed by dot, or VOSTI_DECODE_TILE_ROWS): the rule, the catalog's cross proofs, the
 startup probe, and the step choice inside real vLLM (CPU).
 
 A decode program holds one token's rows, so most of a 64-row tile is padding; the decode config keeps each warp's
@@ -23,7 +23,8 @@ from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch,
     (128, 64, 1, torch.bfloat16, None),           # a group of 64 fills the 64-row tile: no decode config
     (32, 4, 2, torch.float32, (16, 8, 2)),        # the CPU interpreter's 32-row tiles
 ])
-def test_decode_config_keeps_each_warps_rows(head_dim, q_heads, kv_heads, dtype, want):
+def test_decode_config_keeps_each_warps_rows(monkeypatch, head_dim, q_heads, kv_heads, dtype, want):
+    monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", "sum")   # tl.sum's rows follow the warps (dot's: test_attention_row_sums)
     config = select_config(head_dim, q_heads, kv_heads, 64, dtype)
     decode = decode_config(config, 16)
     if want is None:
@@ -36,15 +37,22 @@ def test_decode_config_keeps_each_warps_rows(head_dim, q_heads, kv_heads, dtype,
     assert decode_config(config, 0) == config
 
 
-def test_the_switch_is_off_by_default_and_names_what_it_takes(monkeypatch):
+def test_decode_tiles_follow_the_row_sums_unless_the_switch_names_them(monkeypatch):
     monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
-    assert decode_tile_rows() == 0
+    monkeypatch.delenv("VOSTI_ATTENTION_ROW_SUMS", raising=False)
+    llama = select_config(128, 32, 8, 64, torch.bfloat16)
+    gemma = select_config(256, 8, 4, 64, torch.bfloat16)   # row sums by dot, by geometry
+    cpu_gemma = select_config(256, 8, 4, 64, torch.float32)
+    assert [decode_tile_rows(c) for c in (llama, gemma, cpu_gemma)] == [0, 16, 0]
+    assert decode_config(gemma, decode_tile_rows(gemma)).block_m == 16
     monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
-    assert decode_tile_rows() == 16
+    assert decode_tile_rows(llama) == 16
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "0")
+    assert decode_tile_rows(gemma) == 0
     for bad in ("8", "sixteen", "-16"):
         monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", bad)
         with pytest.raises(ValueError, match="decode tiles of 16 rows are proved"):
-            decode_tile_rows()
+            decode_tile_rows(llama)
 
 
 def test_decoded_rows_in_decode_tiles_equal_the_prefill_rows():
@@ -60,20 +68,27 @@ def test_decoded_rows_in_decode_tiles_equal_the_prefill_rows():
     assert bitwise_equal(prefilled, torch.cat(decoded))
 
 
-def test_catalog_lists_decode_configs_only_when_the_switch_is_on(monkeypatch):
-    """With the switch off no decode tile launches, so none is proved (and the stored catalog is kept per value)."""
+def test_catalog_lists_the_decode_configs_launched_and_keeps_a_stored_catalog_per_switch_value(monkeypatch):
+    """Unset, only the geometries whose rows are summed by dot (16-bit head dim 256) launch decode tiles, so only
+    theirs are proved; =0 none, =16 every geometry's (and the stored catalog is kept per value)."""
     from vosti_plugin.verifier.api import _fingerprint, catalog_entries
 
-    def decode_launches() -> int:
+    def decode_launches() -> list[dict]:
         entry = next(e for e in catalog_entries() if e["kernel"].fn.__name__ == "_paged_attention_segments_kernel")
-        return len(entry["cross"]) + sum(1 for _c, fam in entry["configs"] if fam["block_m"] < 32)
+        return [left for left, _right, _fam in entry["cross"]] + [c for c, fam in entry["configs"] if fam["block_m"] < 32]
 
+    monkeypatch.delenv("VOSTI_ATTENTION_ROW_SUMS", raising=False)
     monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
-    off, off_fp = decode_launches(), _fingerprint(None)
+    by_geometry, fps = decode_launches(), {_fingerprint(None)}
+    assert by_geometry and {(c["HEAD_DIM"], c["DOT_PRECISION"], c["ROW_SUMS_BY_DOT"]) for c in by_geometry} == \
+        {(256, "tf32", True)}
     monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "0")
-    assert _fingerprint(None) == off_fp
+    assert decode_launches() == []
+    fps.add(_fingerprint(None))
     monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")
-    assert off == 0 and decode_launches() > 1000 and _fingerprint(None) != off_fp
+    assert len(decode_launches()) > 1000
+    fps.add(_fingerprint(None))
+    assert len(fps) == 3
 
 
 def test_catalog_proves_decode_configs_only_across_and_groups_them(monkeypatch):
@@ -88,8 +103,9 @@ def test_catalog_proves_decode_configs_only_across_and_groups_them(monkeypatch):
     assert decode_rows and all(left["BLOCK_M"] < right["BLOCK_M"] for left, right, _ in entry["cross"])
     # every decode launch of the catalog is proved, across, in one group per tile shape (not one per geometry)
     assert sum(len(g.members) for g in across) == len(decode_rows)
-    assert len(across) == len({(g.task[2]["GROUP"], g.task[2]["BLOCK_M"], g.task[2]["DOT_PRECISION"]) for g in across})
-    assert len(across) <= 12
+    assert len(across) == len({(g.task[2]["GROUP"], g.task[2]["BLOCK_M"], g.task[2]["DOT_PRECISION"],
+                                g.task[2]["ROW_SUMS_BY_DOT"]) for g in across})
+    assert len(across) <= 24
     assert not any(json.dumps(c, sort_keys=True) in decode_rows for g in own for c, _f in g.members)
 
 
@@ -116,7 +132,7 @@ def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch, row
 
     facts = tiny_facts()
     monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", row_sums)
-    monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
+    monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "0")
     host_numerics.clear_cache()
     try:
         off = host_numerics.run_self_test(facts)
@@ -129,7 +145,7 @@ def test_startup_probe_checks_decoded_rows_against_prefill_rows(monkeypatch, row
         prefill_rows = select_config(facts.head_size, facts.num_q_heads, facts.num_kv_heads, facts.page_size,
                                      torch.float32).block_m
         assert_only_probe_refuses_under_tile_height_dot(monkeypatch, facts, prefill_rows, "paged_attention/decode-tiles",
-                                                        "unset VOSTI_DECODE_TILE_ROWS")
+                                                        "set VOSTI_DECODE_TILE_ROWS=0")
     finally:
         host_numerics.clear_cache()
 
@@ -140,6 +156,7 @@ def test_launch_check_wants_the_decode_config_only_when_on(monkeypatch):
 
     facts = tiny_facts()
     monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
+    monkeypatch.delenv("VOSTI_ATTENTION_ROW_SUMS", raising=False)
     assert "paged_attention/decode" not in kernel_configs_for(facts)
     assert len(wanted_configs(facts)["paged_attention"]) == 1
     monkeypatch.setenv("VOSTI_DECODE_TILE_ROWS", "16")

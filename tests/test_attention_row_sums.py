@@ -1,4 +1,4 @@
-"""Softmax row sums by an MMA against ones (VOSTI_ATTENTION_ROW_SUMS=dot): the switch, the configs it gives
+"""Softmax row sums by an MMA against ones (by geometry, or VOSTI_ATTENTION_ROW_SUMS=dot): the rule and the switch, the configs it gives
 (decode tiles then keep the config's warps), the kernel's rows against the float64 reference and across tile
 heights, its proofs, and real vLLM on the CPU with it and the 16-row decode tiles.
 
@@ -8,17 +8,22 @@ With the switch off the kernel compiles to the same sm_90a instructions as witho
 import pytest
 import torch
 
-from vosti_plugin.attention.config import attention_row_sums, decode_config, select_config
+from vosti_plugin.attention.config import decode_config, row_sums_override, select_config
 from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch, random_request, run_paged_batch
 from vosti_plugin.integration.reference_attention import reference_attention
 
 
-def test_the_switch_defaults_to_tl_sum_and_names_its_values(monkeypatch):
+def test_the_geometry_picks_the_row_sums_and_the_switch_overrides_them(monkeypatch):
+    """Unset: dot for 16-bit head dim 256 (where the H200 timed it faster), tl.sum elsewhere and in fp32."""
     monkeypatch.delenv("VOSTI_ATTENTION_ROW_SUMS", raising=False)
-    assert attention_row_sums() == "sum"
-    assert not select_config(128, 32, 8, 64, torch.bfloat16).row_sums_by_dot
+    assert row_sums_override() is None
+    by_dot = {(d, dt): select_config(d, 8, 4, 64, dt).row_sums_by_dot
+              for d in (64, 128, 256) for dt in (torch.bfloat16, torch.float16, torch.float32)}
+    assert {k for k, v in by_dot.items() if v} == {(256, torch.bfloat16), (256, torch.float16)}
     monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", "DOT")
-    assert attention_row_sums() == "dot" and select_config(128, 32, 8, 64, torch.bfloat16).row_sums_by_dot
+    assert row_sums_override() == "dot" and select_config(128, 32, 8, 64, torch.bfloat16).row_sums_by_dot
+    monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", "sum")
+    assert not select_config(256, 8, 4, 64, torch.bfloat16).row_sums_by_dot
     monkeypatch.setenv("VOSTI_ATTENTION_ROW_SUMS", "mma")
     with pytest.raises(ValueError, match="row sums are sum or dot"):
         select_config(128, 32, 8, 64, torch.bfloat16)

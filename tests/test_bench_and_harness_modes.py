@@ -20,8 +20,10 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     assert os.environ.get("VOSTI_TMA_GEMM") == {"vosti-tma": "1", "vosti-pointer": "0"}.get(mode)
     assert os.environ.get("VOSTI_SPLIT_WORKSPACE_SHARE") == ("0" if mode == "vosti-nostretch" else None)
     assert os.environ.get("VOSTI_EAGER_STEP_GRID") == {"vosti-step-grid": "1", "vosti-model-grid": "0"}.get(mode)
-    assert os.environ.get("VOSTI_DECODE_TILE_ROWS") == ("16" if mode in ("vosti-decode16", "vosti-dot16") else None)
-    assert os.environ.get("VOSTI_ATTENTION_ROW_SUMS") == ("dot" if mode == "vosti-dot16" else None)
+    assert os.environ.get("VOSTI_DECODE_TILE_ROWS") == {"vosti-decode16": "16", "vosti-dot16": "16",
+                                                        "vosti-sum64": "0"}.get(mode)
+    assert os.environ.get("VOSTI_ATTENTION_ROW_SUMS") == {"vosti-decode16": "sum", "vosti-dot16": "dot",
+                                                          "vosti-sum64": "sum"}.get(mode)
     assert os.environ.get("VOSTI_PREFILL_FUSED_FROM") == ("512" if mode == "vosti-fused-prefill" else None)
     assert os.environ.get("VOSTI_MID_GEMM") == {"vosti-mid-gemm": "1", "vosti-no-mid-gemm": "0"}.get(mode)
     kw = bench_modes.engine_kwargs(mode)
@@ -45,7 +47,9 @@ def test_harness_mid_gemm_mode_sets_the_mid_row_switch_and_runs_on_cpu():
 
 def test_harness_decode16_mode_sets_the_decode_tile_switch():
     mode = harness_engine.get_mode("vosti-decode16")
-    assert mode.vosti and mode.env == {"VOSTI_DECODE_TILE_ROWS": "16"} and not mode.gpu_only
+    assert mode.vosti and mode.env == {"VOSTI_DECODE_TILE_ROWS": "16", "VOSTI_ATTENTION_ROW_SUMS": "sum"}
+    assert not mode.gpu_only
+    assert harness_engine.get_mode("vosti-sum64").env == {"VOSTI_DECODE_TILE_ROWS": "0", "VOSTI_ATTENTION_ROW_SUMS": "sum"}
 
 
 def test_harness_dot16_mode_sets_both_attention_switches():

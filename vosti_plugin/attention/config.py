@@ -44,7 +44,7 @@ class AttentionLaunchConfig:
     segment:    fixed KV segment length (a multiple of block_n) for split-KV. The split SIZE is fixed,
                 the number of segments follows from the sequence length.
     num_warps, num_stages: Triton launch parameters.
-    row_sums_by_dot: softmax row sums by an MMA against ones instead of tl.sum (VOSTI_ATTENTION_ROW_SUMS=dot).
+    row_sums_by_dot: softmax row sums by an MMA against ones instead of tl.sum (by geometry; VOSTI_ATTENTION_ROW_SUMS).
     """
 
     block_q: int
@@ -102,6 +102,15 @@ def _kv_tile(head_dim: int, dtype: torch.dtype) -> int:
     return 64
 
 
+# Row sums by dot (and so 16-row decode tiles, below) where the H200 timed them faster: 16-bit head dim 256
+# (Gemma-2/3). There a 64-row decode tile holds one token's 2-4 query rows in a [64 x 256] fp32 accumulator on
+# 8 warps; 16-row tiles took 0.63-0.93x its decode attention time at batch 1-64 and 1K-8K, and Gemma-3-4B decoded
+# 1.06-1.21x faster end to end for 0.96-1.00x the prefill speed (session 30). At head dim 128 they took 0.91-1.09x
+# (slower at 1K with a 128K max_model_len's grid), so the other geometries keep tl.sum and the prefill tiles.
+def _row_sums_by_dot_rule(key: GeometryKey) -> bool:
+    return key.dtype != torch.float32 and key.head_dim >= 256
+
+
 def _config_for(key: GeometryKey) -> AttentionLaunchConfig:
     group = next_power_of_two(key.queries_per_kv)
     block_m = max(_rows_per_program(key.head_dim, key.dtype), group)
@@ -114,21 +123,27 @@ def _config_for(key: GeometryKey) -> AttentionLaunchConfig:
         num_warps=4 if key.head_dim <= 128 else 8,
         num_stages=2,
         queries_per_kv=key.queries_per_kv,
+        row_sums_by_dot=_row_sums_by_dot_rule(key),
     )
 
 
 # Decode-only steps (every query length 1) may run the split path in shorter row tiles: a decode program holds
 # one token's `group` rows, so a 64-row tile is mostly padding rows. The verifier proves a row's segment partials
 # equal across the two tile heights (goal `causal_segment_partials across`); whether the GPU's row sums reduce in
-# the same order in both shapes is a platform fact, checked at startup (launch.host_numerics). Off until the H200
-# has shown it: VOSTI_DECODE_TILE_ROWS=16 turns it on.
+# the same order in both shapes is a platform fact, checked at startup (launch.host_numerics). With row sums by
+# dot the H200 gave 16- and 64-row tiles one digest in every case of session 21, with tl.sum not (2 of 45 decode
+# batches differed; Gemma-3-4B's startup probe refused it in session 24): so decode tiles follow the row sums,
+# and VOSTI_DECODE_TILE_ROWS (0 or 16) overrides that for every geometry.
 DECODE_TILE_ROWS: tuple[int, ...] = (16,)
 
 
-def decode_tile_rows() -> int:
-    """Rows per decode tile from VOSTI_DECODE_TILE_ROWS (0: decode runs the prefill tiles)."""
+def decode_tile_rows(config: AttentionLaunchConfig) -> int:
+    """Rows per decode tile of a launched config (0: decode runs the prefill tiles): VOSTI_DECODE_TILE_ROWS where
+    set, else 16 where the config sums rows by dot."""
     raw = os.environ.get("VOSTI_DECODE_TILE_ROWS", "").strip()
-    if raw in ("", "0"):
+    if raw == "":
+        return DECODE_TILE_ROWS[0] if config.row_sums_by_dot else 0
+    if raw == "0":
         return 0
     if not raw.isdigit() or int(raw) not in DECODE_TILE_ROWS:
         raise ValueError(f"VOSTI_DECODE_TILE_ROWS={raw!r}: decode tiles of {' or '.join(map(str, DECODE_TILE_ROWS))} "
@@ -189,20 +204,22 @@ def fold_config(config: AttentionLaunchConfig, head_dim: int) -> AttentionLaunch
 # How a tile sums its softmax rows. "sum" (tl.sum) reduces in a tree that follows the tile's layout, so on the
 # H200 16- and 64-row tiles give other bits; "dot" (an MMA against ones, on the 16-bit probabilities the values'
 # dot reads) gave 16- and 64-row tiles one digest in all 57 cases of session 21, and other bits than "sum".
+# The geometry picks one (_row_sums_by_dot_rule); VOSTI_ATTENTION_ROW_SUMS=sum or =dot overrides it for every geometry.
 ROW_SUMS = ("sum", "dot")
 
 
-def attention_row_sums() -> str:
-    """VOSTI_ATTENTION_ROW_SUMS: "sum" (default) or "dot"; a deployment's every attention launch uses one."""
-    raw = os.environ.get("VOSTI_ATTENTION_ROW_SUMS", "").strip().lower() or "sum"
-    if raw not in ROW_SUMS:
-        raise ValueError(f"VOSTI_ATTENTION_ROW_SUMS={raw!r}: row sums are {' or '.join(ROW_SUMS)}")
-    return raw
+def row_sums_override() -> str | None:
+    """VOSTI_ATTENTION_ROW_SUMS: "sum" or "dot" (None where unset: each geometry's own)."""
+    raw = os.environ.get("VOSTI_ATTENTION_ROW_SUMS", "").strip().lower()
+    if raw and raw not in ROW_SUMS:
+        raise ValueError(f"VOSTI_ATTENTION_ROW_SUMS={raw!r}: row sums are {' or '.join(ROW_SUMS)} (unset: by geometry)")
+    return raw or None
 
 
 def with_row_sums(config: AttentionLaunchConfig) -> AttentionLaunchConfig:
-    """The config as this deployment launches it (VOSTI_ATTENTION_ROW_SUMS)."""
-    return dataclasses.replace(config, row_sums_by_dot=attention_row_sums() == "dot")
+    """The config as this deployment launches it (VOSTI_ATTENTION_ROW_SUMS where set)."""
+    override = row_sums_override()
+    return config if override is None else dataclasses.replace(config, row_sums_by_dot=override == "dot")
 
 
 def _catalog() -> tuple[tuple[GeometryKey, AttentionLaunchConfig], ...]:

@@ -724,9 +724,8 @@ def verifier_catalog() -> list[dict]:
                 "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32",
                 "ROW_SUMS_BY_DOT": cfg.row_sums_by_dot, "FOLD": False, "PROBE": False}
 
-    # decode tiles are launched, and so proved, only where VOSTI_DECODE_TILE_ROWS turns them on, and every tile sums
-    # its rows as VOSTI_ATTENTION_ROW_SUMS says (the verifier's catalog fingerprint includes both switches)
-    decode_rows = (cfgmod.decode_tile_rows(),) if cfgmod.decode_tile_rows() else ()
+    # every tile sums its rows as its geometry or VOSTI_ATTENTION_ROW_SUMS says, and decode tiles are launched, and so
+    # proved, where they follow (cfgmod.decode_tile_rows; the verifier's catalog fingerprint includes both switches)
     # fused prefill launches, FOLD combines and the chain that makes them one algorithm with the split launches are
     # launched, and so proved, only where VOSTI_PREFILL_FUSED_FROM turns them on
     both_paths = cfgmod.fused_prefill_from() > 0
@@ -736,14 +735,12 @@ def verifier_catalog() -> list[dict]:
     # (decode launch, the prefill launch its rows equal, decode config); (verification-only launch, the launch it is
     # chained to, the launched config, the launched config's constexprs)
     cross_seen: dict[str, tuple] = {}
-    by_dot = cfgmod.attention_row_sums() == "dot"
     for key, cfg in cfgmod.CATALOG:
-        cfg = dataclasses.replace(cfg, row_sums_by_dot=True) if by_dot else cfg
+        cfg = cfgmod.with_row_sums(cfg)
         base = constexprs(key, cfg)
         fam = dataclasses.asdict(cfg)
-        decode_cfgs = sorted({d for d in (cfgmod.decode_config(cfg, rows) for rows in decode_rows) if d != cfg},
-                             key=lambda d: d.block_m)
-        decode_fams = [(constexprs(key, d), dataclasses.asdict(d)) for d in decode_cfgs]
+        decode_cfg = cfgmod.decode_config(cfg, cfgmod.decode_tile_rows(cfg))
+        decode_fams = [(constexprs(key, decode_cfg), dataclasses.asdict(decode_cfg))] if decode_cfg != cfg else []
         for soft_cap in (False, True):
             for window in (False, True):
                 flags = {"USE_SOFT_CAP": soft_cap, "USE_WINDOW": window}

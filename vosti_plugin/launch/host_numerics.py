@@ -123,7 +123,7 @@ _MID_PROBE = "/mid vs decode"
 MID_FIX = ("set VOSTI_MID_GEMM=0: GEMMs of 64 to 255 rows then run the decode tiles, whose rows are lane-invariant "
            "here (slower batched decode, the same guarantee); and report this GPU, driver and Triton version")
 _DECODE_TILES_PROBE = "paged_attention/decode-tiles"
-DECODE_TILES_FIX = ("unset VOSTI_DECODE_TILE_ROWS: decode steps then run the prefill tiles (slower decode attention, "
+DECODE_TILES_FIX = ("set VOSTI_DECODE_TILE_ROWS=0: decode steps then run the prefill tiles (slower decode attention, "
                     "the same guarantee); and report this GPU, driver and Triton version")
 _FUSED_PREFILL_PROBE = "paged_attention/fused-prefill"
 FUSED_PREFILL_FIX = ("unset VOSTI_PREFILL_FUSED_FROM: every step then runs the split path in one tile height (slower "
@@ -234,7 +234,7 @@ def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
         if not _same(alone[-1:], mixed[3]):
             bad.append("last prefill row vs the same position decoded")
         probes.append(ProbeResult(f"paged_attention/{path}", tuple(bad)))
-    decode = decode_config(config, decode_tile_rows())
+    decode = decode_config(config, decode_tile_rows(config))
     if decode != config:   # decode-only steps run their own tiles: each decoded row against its prefill row
         # a reduction order that differs changes few rows' bits (H200: 2 of 45 decode batches), so the GPU decodes
         # hundreds of positions; the interpreter pays per program and its sums are order-fixed

@@ -37,7 +37,7 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
     dtype = getattr(torch, f.dtype)
     attention = attention_config(f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, dtype)
     configs = {"paged_attention": dataclasses.asdict(attention)}
-    decode = decode_config(attention, decode_tile_rows())
+    decode = decode_config(attention, decode_tile_rows(attention))
     if decode != attention:
         configs["paged_attention/decode"] = dataclasses.asdict(decode)
     if fused_prefill_from():

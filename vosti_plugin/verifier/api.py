@@ -153,7 +153,7 @@ def _switch_value(name: str) -> str:
     value = os.environ.get(name, "").strip().lower()
     if name in _ON_OFF_SWITCHES:
         return "on" if value.isdigit() and int(value) > 0 else ""
-    return {"0": "", "sum": ""}.get(value, value)
+    return value   # unset differs from "0" and "sum": each geometry then picks its own (attention.config)
 
 
 def catalog_modules() -> tuple[str, ...]:

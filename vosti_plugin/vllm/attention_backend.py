@@ -4,8 +4,9 @@ vLLM finds them at the public class path `vosti_plugin.attention.backend.VostiAt
 (vosti_plugin.selection.BACKEND_PATH), which is this module under a second name.
 
 One kernel path serves prefill, chunked prefill and decode; the launch config comes from the model
-geometry alone (see vosti_plugin.attention.config.select_config). With VOSTI_DECODE_TILE_ROWS set, a step whose
-every query has length 1 runs the geometry's decode config instead, whose rows the verifier proves equal to the
+geometry alone (see vosti_plugin.attention.config.select_config). Where decode tiles are on (config.decode_tile_rows:
+rows summed by dot, or VOSTI_DECODE_TILE_ROWS), a step whose every query has length 1 runs the geometry's decode
+config instead, whose rows the verifier proves equal to the
 prefill config's (config.decode_config). With VOSTI_PREFILL_FUSED_FROM=N, a step of at least N query tokens
 that holds a prefill runs the fused path in config.prefill_config's taller tiles and the split path's combine is a
 FOLD launch, whose rows the verifier proves equal to the fused launch's (paged_attention's chain of goals).
@@ -318,7 +319,6 @@ class VostiAttentionImpl(_AttentionImpl):
             max_num_seqs=vllm_config.scheduler_config.max_num_seqs, max_num_tokens=self.max_num_tokens,
             decode_query_len=1 + (getattr(spec, "num_speculative_tokens", 0) or 0 if spec is not None else 0))
         self._capacity = 0
-        self._decode_rows = decode_tile_rows()
         self._decode_config = None
         self._fused_from = fused_prefill_from()
         self._prefill_config = self._fold_config = None
@@ -326,7 +326,7 @@ class VostiAttentionImpl(_AttentionImpl):
     def _launch_config(self, page_size: int, dtype: torch.dtype, device: torch.device):
         if self._config is None:
             self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
-            self._decode_config = decode_config(self._config, self._decode_rows)
+            self._decode_config = decode_config(self._config, decode_tile_rows(self._config))
             self._path, self._capacity = deployment_path(
                 max_num_tokens=self.max_num_tokens, max_graph_tokens=self.max_graph_tokens,
                 max_model_len=self.max_model_len, page_size=page_size, segment=self._config.segment,

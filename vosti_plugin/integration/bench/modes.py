@@ -10,18 +10,22 @@ import os
 # vosti-nostretch: the split-KV workspace never grows past 2 GiB (VOSTI_SPLIT_WORKSPACE_SHARE=0), as before it could.
 # vosti-step-grid: eager steps size the attention grid from the step's longest sequence (VOSTI_EAGER_STEP_GRID=1,
 # the default); vosti-model-grid: every step's grid covers max_model_len (VOSTI_EAGER_STEP_GRID=0), as before.
-# vosti-decode16: decode-only steps in 16-row attention tiles (VOSTI_DECODE_TILE_ROWS=16).
-# vosti-dot16: the same tiles on the config's warps, every tile summing softmax rows by dot (VOSTI_ATTENTION_ROW_SUMS).
+# vosti-decode16: decode-only steps in 16-row attention tiles summing rows by tl.sum (VOSTI_DECODE_TILE_ROWS=16,
+# VOSTI_ATTENTION_ROW_SUMS=sum), every geometry.
+# vosti-dot16: the same tiles on the config's warps, every tile summing softmax rows by dot (VOSTI_ATTENTION_ROW_SUMS),
+# every geometry (by default only 16-bit head dim 256 does); vosti-sum64: tl.sum's rows and decode in the prefill
+# tiles, every geometry (VOSTI_ATTENTION_ROW_SUMS=sum, VOSTI_DECODE_TILE_ROWS=0).
 # vosti-fused-prefill: steps of 512+ tokens with a prefill run fused in taller tiles (VOSTI_PREFILL_FUSED_FROM=512).
 # vosti-mid-gemm: GEMMs of 64 to 255 rows in 64-row tiles (VOSTI_MID_GEMM=1, the default); vosti-no-mid-gemm:
 # in the decode tiles (VOSTI_MID_GEMM=0), as before.
 MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
-         "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "vosti-dot16", "vosti-fused-prefill",
+         "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "vosti-dot16", "vosti-sum64", "vosti-fused-prefill",
          "vosti-mid-gemm", "vosti-no-mid-gemm", "default", "bi")
 FUSED_PREFILL_FROM = "512"
 _EAGER_STEP_GRID = {"vosti-step-grid": "1", "vosti-model-grid": "0"}
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
 _MID_GEMM = {"vosti-mid-gemm": "1", "vosti-no-mid-gemm": "0"}
+_ATTENTION_ROWS = {"vosti-decode16": ("16", "sum"), "vosti-dot16": ("16", "dot"), "vosti-sum64": ("0", "sum")}  # tiles, sums
 
 
 def prepare_environment(mode: str) -> None:
@@ -36,10 +40,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_TMA_GEMM"] = "0"
     if mode == "vosti-nostretch":
         os.environ["VOSTI_SPLIT_WORKSPACE_SHARE"] = "0"
-    if mode in ("vosti-decode16", "vosti-dot16"):
-        os.environ["VOSTI_DECODE_TILE_ROWS"] = "16"
-    if mode == "vosti-dot16":
-        os.environ["VOSTI_ATTENTION_ROW_SUMS"] = "dot"
+    if mode in _ATTENTION_ROWS:
+        os.environ["VOSTI_DECODE_TILE_ROWS"], os.environ["VOSTI_ATTENTION_ROW_SUMS"] = _ATTENTION_ROWS[mode]
     if mode == "vosti-fused-prefill":
         os.environ["VOSTI_PREFILL_FUSED_FROM"] = FUSED_PREFILL_FROM
     if mode in _MID_GEMM:

@@ -42,9 +42,11 @@ MODES: dict[str, Mode] = {
     "vosti-model-grid": Mode("vosti-model-grid", "vLLM + vosti, every step's grid for max_model_len", vosti=True,
                              env={"VOSTI_EAGER_STEP_GRID": "0"}),
     "vosti-decode16": Mode("vosti-decode16", "vLLM + vosti, decode steps in 16-row attention tiles", vosti=True,
-                           env={"VOSTI_DECODE_TILE_ROWS": "16"}),
+                           env={"VOSTI_DECODE_TILE_ROWS": "16", "VOSTI_ATTENTION_ROW_SUMS": "sum"}),
     "vosti-dot16": Mode("vosti-dot16", "vLLM + vosti, row sums by dot, decode steps in 16-row tiles", vosti=True,
                         env={"VOSTI_DECODE_TILE_ROWS": "16", "VOSTI_ATTENTION_ROW_SUMS": "dot"}),
+    "vosti-sum64": Mode("vosti-sum64", "vLLM + vosti, row sums by tl.sum, decode steps in the prefill tiles",
+                        vosti=True, env={"VOSTI_DECODE_TILE_ROWS": "0", "VOSTI_ATTENTION_ROW_SUMS": "sum"}),
     # every step of 2+ tokens with a prefill fused in taller tiles, the rest split: the classes compare rows of both
     "vosti-fused-prefill": Mode("vosti-fused-prefill", "vLLM + vosti, prefill steps fused in taller tiles", vosti=True,
                                 env={"VOSTI_PREFILL_FUSED_FROM": "2"}),
