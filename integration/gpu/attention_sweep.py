@@ -254,7 +254,10 @@ def candidate_configs(geometry: Geometry, dtype: torch.dtype, shipped: Attention
     for config in itertools.chain(requested, round_robin, grid):
         if len(chosen) >= limit:
             break
-        if config is None or config in chosen:
+        if config is None:
+            continue
+        config = replace(config, row_sums_by_dot=shipped.row_sums_by_dot)   # the label names tiles, not row sums
+        if config in chosen:
             continue
         if infeasible_reason(config, geometry, dtype, gpu_constraints):
             continue
