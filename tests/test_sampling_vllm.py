@@ -108,7 +108,8 @@ def test_sampling_runs_through_vosti(served):
 
 def _seeded_chunked(batch) -> int:
     """Seeded random requests of the batch whose prompts are prefilled in more than one chunk."""
-    return sum(_cases()[name].params.get("temperature", 1.0) > 0 and len(_prompt(i)) > BUDGET for name, i in batch)
+    cases = _cases()
+    return sum(cases[name].params.get("temperature", 1.0) > 0 and len(_prompt(i)) > BUDGET for name, i in batch)
 
 
 def test_each_parameter_alone_equals_inside_shuffled_mixed_batch(served):
