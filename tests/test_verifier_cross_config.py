@@ -29,7 +29,7 @@ def _attention_goal(fused: bool, across: tuple[str, ...]):
 @pytest.mark.parametrize("fused", [False, True])
 def test_attention_rows_are_equal_between_64_and_128_row_tiles(fused):
     k, spec, g = _attention_goal(fused, ("BLOCK_Q", "BLOCK_M"))
-    left = {**ATTENTION, "FUSED": fused}
+    left = pa._launch_mode(ATTENTION, fused)
     rep = check_goal(k, spec, g, left, right_config={**left, "BLOCK_Q": 32, "BLOCK_M": 128})
     assert rep.status == "proved", rep.failure
     assert rep.config["right"] == {"BLOCK_Q": 32, "BLOCK_M": 128}
@@ -37,14 +37,14 @@ def test_attention_rows_are_equal_between_64_and_128_row_tiles(fused):
 
 def test_attention_segments_of_another_length_fold_other_bits_and_fail():
     k, spec, g = _attention_goal(True, ("BLOCK_Q", "BLOCK_M", "SEGMENT"))
-    left = {**ATTENTION, "FUSED": True}
+    left = pa._launch_mode(ATTENTION, True)
     rep = check_goal(k, spec, g, left, right_config={**left, "SEGMENT": 256})
     assert rep.status == "failed" and rep.failure.name in ("loop-range", "masked-noop", "same-operation")
 
 
 def test_a_pair_differing_outside_across_or_in_a_symbolic_constexpr_is_refused():
     k, spec, g = _attention_goal(False, ("BLOCK_Q", "BLOCK_M", "BLOCK_N"))
-    left = {**ATTENTION, "FUSED": False}
+    left = pa._launch_mode(ATTENTION, False)
     for right in ({**left, "SEGMENT": 1024}, {**left, "BLOCK_N": 32}):  # BLOCK_N is symbolic in this contract
         rep = check_goal(k, spec, g, left, right_config=right)
         assert rep.status == "failed" and rep.failure.name == "contract"

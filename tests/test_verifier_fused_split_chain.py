@@ -20,9 +20,9 @@ from vosti_plugin.verifier.frontend import kernel_from_function
 SPLIT = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4, "BLOCK_Q": 16,
          "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32",
          "ROW_SUMS_BY_DOT": False, "USE_SOFT_CAP": False, "USE_WINDOW": True, "FUSED": False, "FOLD": False,
-         "PROBE": False}
-FUSED_128 = {**SPLIT, "FUSED": True, "BLOCK_Q": 32, "BLOCK_M": 128}   # config.prefill_config of the Llama geometry
-FOLD_1 = {**SPLIT, "FUSED": True, "FOLD": True, "BLOCK_Q": 1, "BLOCK_M": 4}   # config.fold_config
+         "PROBE": False, "SEGMENT_STRIDE": shipped.SPLIT_SEGMENT_STRIDE}
+FUSED_128 = {**SPLIT, "FUSED": True, "SEGMENT_STRIDE": 1, "BLOCK_Q": 32, "BLOCK_M": 128}   # config.prefill_config of the Llama geometry
+FOLD_1 = {**SPLIT, "FUSED": True, "SEGMENT_STRIDE": 1, "FOLD": True, "BLOCK_Q": 1, "BLOCK_M": 4}   # config.fold_config
 FOLD_16 = {**FOLD_1, "BLOCK_Q": 4, "BLOCK_M": 16}   # several tokens a program: their segment ranges differ
 PROBE_128 = {**FUSED_128, "PROBE": True}
 

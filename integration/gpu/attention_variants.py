@@ -177,6 +177,11 @@ VARIANTS: dict[str, tuple] = {
     # is the tile-height dependence the row sum's reduction tree? digests tell whether these two agree
     "row sums by dot (other bits)": ([], False, _DOT),
     "row sums by dot, tiles of 16 rows (other bits)": ([], False, {**_DOT, "block_m": 16}),
+    # split programs per query block and head: the shipped SPLIT_SEGMENT_STRIDE against one program a segment (the
+    # grid spans max_model_len) and other strides; a segment's partial is the same code whatever the stride
+    "one program a segment": ([], True, {"segment_stride": 1 << 20}),
+    "segment stride 16": ([], True, {"segment_stride": 16}),
+    "segment stride 64": ([], True, {"segment_stride": 64}),
     "4 warps": ([], True, {"num_warps": 4}),
     "8 warps": ([], True, {"num_warps": 8}),
     "segments of 256 (other bits)": ([], False, {"segment": 256}),
@@ -271,7 +276,8 @@ GEOMETRIES = {"llama31-8b": (32, 8, 128, None), "gemma3-4b": (8, 4, 256, 1024)}
 
 
 def cases(smoke: bool, device: str, dtype: torch.dtype, geometry: str = "llama31-8b",
-          decode_batches: tuple[int, ...] = (1, 4, 16), decode_only: bool = False):
+          decode_batches: tuple[int, ...] = (1, 4, 16), decode_only: bool = False,
+          decode_contexts: tuple[int, ...] = (1024, 8192)):
     """(name, requests, max_model_len, mode, path, window) for a served geometry (Llama-3.1-8B: 32 q / 8 kv
     heads, head_dim 128; Gemma-3-4B: 8 q / 4 kv heads, head_dim 256, window layers of 1024 beside its global
     ones). max_model_len sizes the segment grid as the backend does; 131072 is both models' default."""
@@ -291,12 +297,14 @@ def cases(smoke: bool, device: str, dtype: torch.dtype, geometry: str = "llama31
         for label, w in kinds:
             out.append((f"prefill chunk 2048 @ {kv // 1024}K{label}", req, kv + 512, "prefill", "split", w))
             out.append((f"prefill chunk 2048 @ {kv // 1024}K{label}, fused path", req, kv + 512, "prefill", "fused", w))
-    for ctx in (1024, 8192):
+    for ctx in decode_contexts:
         for b in decode_batches:
             reqs = [random_request(ctx, 1, hq, hkv, d, seed=100 + s, dtype=dtype, device=device) for s in range(b)]
             for label, w in kinds:
                 out.append((f"decode b{b} @ {ctx // 1024}K{label}", reqs, ctx + 512, "decode", "split", w))
-                out.append((f"decode b{b} @ {ctx // 1024}K{label}, grid for 128K", reqs, 131072, "decode", "split", w))
+                if ctx < 131072:
+                    out.append((f"decode b{b} @ {ctx // 1024}K{label}, grid for 128K", reqs, 131072, "decode", "split",
+                                w))
                 if ctx == 8192:
                     out.append((f"decode b{b} @ 8K{label}, fused path", reqs, 131072, "decode", "fused", w))
     return out
@@ -313,6 +321,7 @@ def main() -> int:
     ap.add_argument("--decode-batches", default="1,4,16",
                     help="batches of the decode cases, e.g. 16,64 (a batch-64 step is where decode tiles' padding rows cost most)")
     ap.add_argument("--decode-only", action="store_true", help="leave out the prefill cases")
+    ap.add_argument("--decode-contexts", default="1024,8192", help="KV lengths of the decode cases, e.g. 1024,32768")
     args = ap.parse_args()
     try:
         decode_batches = tuple(int(b) for b in args.decode_batches.split(","))
@@ -320,6 +329,12 @@ def main() -> int:
         ap.error(f"--decode-batches {args.decode_batches!r}: comma-separated batch sizes, e.g. 16,64")
     if not decode_batches or min(decode_batches) < 1:
         ap.error(f"--decode-batches {args.decode_batches!r}: batch sizes of at least 1")
+    try:
+        decode_contexts = tuple(int(c) for c in args.decode_contexts.split(","))
+    except ValueError:
+        ap.error(f"--decode-contexts {args.decode_contexts!r}: comma-separated KV lengths, e.g. 1024,32768")
+    if not decode_contexts or min(decode_contexts) < 1:
+        ap.error(f"--decode-contexts {args.decode_contexts!r}: KV lengths of at least 1")
     if args.variants:
         keep = {"shipped", *args.variants.split(";" if ";" in args.variants else ",")}
         unknown = keep - set(VARIANTS)
@@ -339,7 +354,7 @@ def main() -> int:
                     "geometry": args.geometry, "cases": {}}
     t0 = time.time()
     page = 16 if smoke else 64  # vLLM's block size with vosti on CUDA
-    chosen = cases(smoke, device, dtype, args.geometry, decode_batches, args.decode_only)
+    chosen = cases(smoke, device, dtype, args.geometry, decode_batches, args.decode_only, decode_contexts)
     for case, requests, max_model_len, mode, path, window in chosen:
         batch = build_paged_batch(requests, page_size=page, seed=7)
         heads, dim = batch.q.shape[1], batch.q.shape[2]
@@ -357,14 +372,17 @@ def main() -> int:
         ref = None
         for name, mod in mods.items():
             out = batch.empty_out()
-            vcfg, vpath, vfold = variant_launch(cfg, VARIANTS[name][2] if len(VARIANTS[name]) > 2 else {}, path,
-                                                mode, dim)
+            fields = dict(VARIANTS[name][2]) if len(VARIANTS[name]) > 2 else {}
+            stride = fields.pop("segment_stride", None)
+            vcfg, vpath, vfold = variant_launch(cfg, fields, path, mode, dim)
 
             # a step's longest sequence is reduced once per step and shared by its layers
             params = inspect.signature(mod.paged_attention).parameters
             per_step = {"max_seq_len": step_max} if "max_seq_len" in params else {}
             if vfold is not None:
                 per_step["fold"] = vfold
+            if stride is not None and "segment_stride" in params:
+                per_step["segment_stride"] = stride
 
             def call(mod=mod, out=out, vcfg=vcfg, vpath=vpath, per_step=per_step):
                 mod.paged_attention(batch.q, batch.k_cache, batch.v_cache, block_table, batch.seq_lens,

@@ -40,6 +40,11 @@ use_lane_invariant_interpreter()
 LOG2E = 1.4426950408889634
 # Sequences scanned per step when a program looks up which sequence it belongs to.
 _SEQ_SCAN_CHUNK = 128
+# Split launches run at most this many programs per query block and KV head, each visiting every SPLIT_SEGMENT_STRIDE-th
+# segment: under CUDA graphs the grid spans max_model_len (256 segments at 128K), and programs with no key cost a
+# decode step 1.5-2x its attention time at 1K (H200, session 30). Each segment's partial is the same code at the
+# same workspace index whatever the stride, so the stride moves no bit.
+SPLIT_SEGMENT_STRIDE = 32
 
 LaunchPath = Literal["split", "fused"]
 
@@ -151,7 +156,8 @@ def _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION: tl.constexpr, 
 
 _FUSED_WITNESS = {S: {**{k: v.format(S=S, s=s, r=r, h="e1") for k, v in _WRITER.items()}, "pid2": "0"}
                   for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}
-_SPLIT_WITNESS = {S: {**{k: v.format(S=S, s=s, r=r, h="h") for k, v in _WRITER.items()}, "pid2": "g", "seg": "g"}
+_SPLIT_WITNESS = {S: {**{k: v.format(S=S, s=s, r=r, h="h") for k, v in _WRITER.items()}, "pid2": "g % SEGMENT_STRIDE",
+                      "seg": "g"}
                   for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}
 _ROW_INPUTS_EQUAL = _ROW_PRE + ("L.q_ptr[x, :, :] == R.q_ptr[y, :, :]",) + _KV_EQUAL
 _SEGMENTS_ON_GRID = ("p // SEGMENT < L.num_segments", "p // SEGMENT < R.num_segments")
@@ -171,7 +177,7 @@ _FED_PARTIALS = tuple(
 # in taller tiles and decode steps split: fused(x) = fused+PROBE(x) = FOLD(probe partials of x) = FOLD(split partials).
 @contract(
     params=_ATTENTION_TENSORS,
-    grid=("T // BLOCK_Q + num_seqs", "HKV", "ite(FUSED, 1, num_segments)"),
+    grid=("T // BLOCK_Q + num_seqs", "HKV", "ite(FUSED, 1, min(num_segments, SEGMENT_STRIDE))"),
     verif=[
         goal("causal_row_invariance", when="FUSED and not FOLD", same=_SAME_ROW, pre=_ROW_INPUTS_EQUAL,
              post=_OUT_EQUAL, witness=_FUSED_WITNESS),
@@ -182,7 +188,7 @@ _FED_PARTIALS = tuple(
         goal("probe_free", when="PROBE", right_when="FUSED and not PROBE and not FOLD", same=_SAME_ROW,
              across=("PROBE",), pre=_ROW_INPUTS_EQUAL, post=_OUT_EQUAL, witness=_FUSED_WITNESS),
         goal("probe_equals_split", when="PROBE", right_when="not FUSED", same=_SAME_ROW,
-             across=("FUSED", "PROBE", "BLOCK_Q", "BLOCK_M"), pre=_ROW_INPUTS_EQUAL + _SEGMENTS_ON_GRID,
+             across=("FUSED", "PROBE", "BLOCK_Q", "BLOCK_M", "SEGMENT_STRIDE"), pre=_ROW_INPUTS_EQUAL + _SEGMENTS_ON_GRID,
              post=_SEGMENT_PARTIALS_EQUAL, witness={**_SPLIT_WITNESS, "L": {**_SPLIT_WITNESS["L"], "pid2": "0"}}),
         goal("fused_equals_fold", when="PROBE", right_when="FOLD", same=_SAME_ROW,
              across=("PROBE", "FOLD", "BLOCK_Q", "BLOCK_M"), pre=_ROW_INPUTS_EQUAL + _FED_PARTIALS, post=_OUT_EQUAL,
@@ -234,6 +240,7 @@ def _paged_attention_segments_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     SEGMENT: tl.constexpr,
+    SEGMENT_STRIDE: tl.constexpr,
     SEQ_SCAN_CHUNK: tl.constexpr,
     USE_WINDOW: tl.constexpr,
     USE_SOFT_CAP: tl.constexpr,
@@ -246,8 +253,9 @@ def _paged_attention_segments_kernel(
     q_block = tl.program_id(0)
     kv_head = tl.program_id(1)
     if not FUSED:
-        # The grid has a segment for every position up to max_model_len; one that starts past the step's
-        # longest sequence holds no key of any row: exit before the sequence lookup.
+        # The grid spans min(num_segments, SEGMENT_STRIDE) programs per block and head; num_segments follows
+        # max_model_len under CUDA graphs. A program whose first segment starts past the step's longest sequence
+        # holds no key of any row: exit before the sequence lookup.
         if tl.program_id(2) * SEGMENT >= tl.load(max_seq_len_ptr):
             return
 
@@ -289,16 +297,13 @@ def _paged_attention_segments_kernel(
         first_key = 0
 
     TILES_PER_SEGMENT: tl.constexpr = SEGMENT // BLOCK_N
-    if FUSED:
-        seg_begin = first_key // SEGMENT
-        seg_end = last_pos // SEGMENT + 1
-    else:
-        seg_begin = tl.program_id(2)
-        seg_end = seg_begin + 1
-    # A split program whose segment lies past the block's last row or before its first window: no work.
-    if seg_begin * SEGMENT > last_pos:
-        return
-    if seg_end * SEGMENT <= first_key:
+    # Program z visits segments z, z + SEGMENT_STRIDE, ... (fused launches: z = 0, stride 1), from the first of them
+    # that holds a key of the block's first window to the block's last row.
+    seg_lag = tl.maximum(first_key // SEGMENT - tl.program_id(2), 0)
+    seg_begin = tl.program_id(2) + (seg_lag + SEGMENT_STRIDE - 1) // SEGMENT_STRIDE * SEGMENT_STRIDE
+    seg_end = last_pos // SEGMENT + 1
+    # A split program whose segments all lie past the block's last row: no work.
+    if seg_begin >= seg_end:
         return
 
     dims = tl.arange(0, HEAD_DIM_PAD)
@@ -315,7 +320,7 @@ def _paged_attention_segments_kernel(
     run_acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)
     block_table_row = block_table_ptr + seq.to(tl.int64) * stride_bt
 
-    for seg in range(seg_begin, seg_end):
+    for seg in range(seg_begin, seg_end, SEGMENT_STRIDE):
         part = (token * num_q_heads + q_head) * num_segments + seg
         if FOLD:
             # the split launches' partials of this segment, folded below as the fused path folds its own
@@ -533,7 +538,7 @@ def _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, o
 
 def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l,
                      part_acc, num_segments: int, scale: float, soft_cap: float | None, sliding_window: int | None, *,
-                     config: AttentionLaunchConfig, fused: bool, fold: bool) -> None:
+                     config: AttentionLaunchConfig, fused: bool, fold: bool, segment_stride: int) -> None:
     """One launch of the segments kernel: split (partials to the workspace), fused, or FOLD (fused on the
     workspace's partials instead of the tiles)."""
     num_tokens, num_q_heads, head_dim = q.shape
@@ -541,11 +546,12 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
     num_seqs = seq_lens.shape[0]
     use_window = sliding_window is not None and sliding_window > 0
     use_soft_cap = soft_cap is not None and soft_cap > 0
-    grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else num_segments)
+    stride = 1 if fused else segment_stride
+    grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else min(num_segments, stride))
     guard.check(_paged_attention_segments_kernel, grid, HEAD_DIM=head_dim,
                 HEAD_DIM_PAD=next_power_of_two(head_dim), PAGE_SIZE=page_size, QUERIES_PER_KV=config.queries_per_kv,
                 GROUP=config.group, BLOCK_Q=config.block_q, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-                SEGMENT=config.segment, SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window,
+                SEGMENT=config.segment, SEGMENT_STRIDE=stride, SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window,
                 USE_SOFT_CAP=use_soft_cap, FUSED=fused, FOLD=fold, PROBE=False,
                 DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", ROW_SUMS_BY_DOT=config.row_sums_by_dot)
     _paged_attention_segments_kernel[grid](
@@ -566,6 +572,7 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
         SEGMENT=config.segment,
+        SEGMENT_STRIDE=stride,
         SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,
         USE_WINDOW=use_window,
         USE_SOFT_CAP=use_soft_cap,
@@ -598,6 +605,7 @@ def paged_attention(
     path: LaunchPath = "split",
     max_seq_len: torch.Tensor | None = None,
     fold: AttentionLaunchConfig | None = None,
+    segment_stride: int = SPLIT_SEGMENT_STRIDE,
 ) -> torch.Tensor:
     """Causal attention of every query row over its sequence's paged K/V; writes `out` and returns it.
 
@@ -618,6 +626,8 @@ def paged_attention(
     fold: the split path's combine as a FOLD launch of the segments kernel in these tiles (config.fold_config),
     which folds as fused launches do, so a deployment may run both paths (prefill_config's fused launches, split
     decode); None: the combine kernel.
+    segment_stride: split programs per query block and KV head at most (each takes every segment_stride-th
+    segment); only SPLIT_SEGMENT_STRIDE is proved (other values: timing variants, outside a served engine).
     """
     _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config)
     num_tokens, num_q_heads, head_dim = q.shape
@@ -655,9 +665,9 @@ def paged_attention(
                          f"{tuple(max_seq_len.shape)} {max_seq_len.dtype} on {max_seq_len.device}")
     args = (q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l, part_acc,
             num_segments, scale, soft_cap, sliding_window)
-    _launch_segments(*args, config=config, fused=fused, fold=False)
+    _launch_segments(*args, config=config, fused=fused, fold=False, segment_stride=segment_stride)
     if not fused and fold is not None:   # the combine as a FOLD launch: the same fold as fused launches make
-        _launch_segments(*args, config=fold, fused=True, fold=True)
+        _launch_segments(*args, config=fold, fused=True, fold=True, segment_stride=segment_stride)
         return out
     if not fused:
         guard.check(_combine_segments_kernel, (num_tokens, num_q_heads), HEAD_DIM=head_dim,
@@ -680,6 +690,11 @@ def paged_attention(
     return out
 
 
+def _launch_mode(c: dict, fused: bool) -> dict:
+    """Constexprs c as a fused or a split launch passes them."""
+    return {**c, "FUSED": fused, "SEGMENT_STRIDE": 1 if fused else SPLIT_SEGMENT_STRIDE}
+
+
 def _both_paths(key, cfg: AttentionLaunchConfig, split_base: dict, constexprs, both: dict, cross: dict) -> None:
     """A deployment that runs prefill steps fused (config.prefill_config) and decode steps split with a FOLD combine
     (config.fold_config): both launches, and the chain of pairs that proves a fused row equal to the FOLD of the
@@ -690,13 +705,13 @@ def _both_paths(key, cfg: AttentionLaunchConfig, split_base: dict, constexprs, b
 
     flags = {n: split_base[n] for n in ("USE_SOFT_CAP", "USE_WINDOW")}
     prefill, fold = prefill_config(cfg, key.head_dim), fold_config(cfg, key.head_dim)
-    fused = {**constexprs(key, prefill), **flags, "FUSED": True}
-    folding = {**constexprs(key, fold), **flags, "FUSED": True, "FOLD": True}
+    fused = _launch_mode({**constexprs(key, prefill), **flags}, True)
+    folding = {**_launch_mode({**constexprs(key, fold), **flags}, True), "FOLD": True}
     prefill_fam, fold_fam = dataclasses.asdict(prefill), dataclasses.asdict(fold)
     for c, fam in ((fused, prefill_fam), (folding, fold_fam)):
         both.setdefault(repr((c, fam)), (c, fam))
     probe = {**fused, "PROBE": True}
-    for right in (fused, folding, {**split_base, "FUSED": False}):
+    for right in (fused, folding, _launch_mode(split_base, False)):
         pair = (probe, right, prefill_fam, fused)
         cross.setdefault(repr(pair), pair)
 
@@ -744,15 +759,15 @@ def verifier_catalog() -> list[dict]:
         for soft_cap in (False, True):
             for window in (False, True):
                 flags = {"USE_SOFT_CAP": soft_cap, "USE_WINDOW": window}
-                configs.append(({**base, **flags, "FUSED": True}, fam))
+                configs.append((_launch_mode({**base, **flags}, True), fam))
                 if both_paths:
                     _both_paths(key, cfg, {**base, **flags}, constexprs, both, cross_seen)
                 for d_constexprs, d_fam in decode_fams:
-                    left = {**d_constexprs, **flags, "FUSED": False}
+                    left = _launch_mode({**d_constexprs, **flags}, False)
                     decode.append((left, d_fam))
-                    pair = (left, {**base, **flags, "FUSED": False}, d_fam)
+                    pair = (left, _launch_mode({**base, **flags}, False), d_fam)
                     cross_seen.setdefault(repr(pair), pair)   # fp16 and bf16 launch the same constexprs
-    split = [({**c, "FUSED": False}, fam) for c, fam in configs] + decode
+    split = [(_launch_mode(c, False), fam) for c, fam in configs] + decode
     comb: dict[str, tuple[dict, dict]] = {}
     for c, fam in configs + decode:
         cc = ({n: c[n] for n in ("HEAD_DIM", "HEAD_DIM_PAD", "SEGMENT", "SEQ_SCAN_CHUNK", "USE_WINDOW")}, fam)

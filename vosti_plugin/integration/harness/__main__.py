@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 from vosti_plugin.integration.harness.engine import CPU_MODES, GPU_MODES
+from vosti_plugin.integration.harness.scale import SCALES
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="python -m vosti_plugin.integration.harness", description=__doc__)
-    ap.add_argument("--scale", default="cpu", choices=["cpu", "gpu", "gpu-quick"])
+    ap.add_argument("--scale", default="cpu", choices=sorted(SCALES))
     ap.add_argument("--modes", default=None, help="vosti,default,bi-flash,bi-triton")
     ap.add_argument("--models", default=None, help="tiny,tiny-gemma3,llama31-8b,gemma3-4b,qwen3-8b")
     ap.add_argument("--out", type=Path, default=Path("harness-results"))

@@ -2,7 +2,7 @@
 `gpu` (the paper's sizes: 288 batch + 90 chunk + 384 prefill-vs-decode + 14 prefix comparisons)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,11 @@ CPU = Scale(
     max_num_batched_tokens=512, max_model_len=1024,
 )
 
-SCALES = {"cpu": CPU, "gpu": GPU, "gpu-quick": GPU_QUICK}
+# gpu-quick's cases under a 32K max_model_len: a CUDA-graph decode step's attention grid spans 65 segments, more than a
+# split launch's programs per block and head (paged_attention.SPLIT_SEGMENT_STRIDE), so programs take several each.
+GPU_QUICK_32K = replace(GPU_QUICK, name="gpu-quick-32k", max_model_len=32768 + 256)
+
+SCALES = {"cpu": CPU, "gpu": GPU, "gpu-quick": GPU_QUICK, "gpu-quick-32k": GPU_QUICK_32K}
 
 
 def get(name: str) -> Scale:
