@@ -163,6 +163,11 @@ def decode_config(config: AttentionLaunchConfig, rows: int) -> AttentionLaunchCo
     return dataclasses.replace(config, block_m=block_m, block_q=block_m // config.group, num_warps=warps)
 
 
+def launched_decode_config(config: AttentionLaunchConfig) -> AttentionLaunchConfig:
+    """The config a deployment's decode-only steps launch: its decode tiles (decode_tile_rows) where they apply."""
+    return decode_config(config, decode_tile_rows(config))
+
+
 # Prefill steps on the fused path in taller tiles, decode steps on the split path (VOSTI_PREFILL_FUSED_FROM=N: steps
 # of at least N query tokens, one of them a prefill, run fused). One deployment then runs both paths for the same
 # rows, which the verifier proves through the FOLD launch mode (paged_attention's contract: a fused row equals the

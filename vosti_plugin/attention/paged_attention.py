@@ -754,7 +754,7 @@ def verifier_catalog() -> list[dict]:
         cfg = cfgmod.with_row_sums(cfg)
         base = constexprs(key, cfg)
         fam = dataclasses.asdict(cfg)
-        decode_cfg = cfgmod.decode_config(cfg, cfgmod.decode_tile_rows(cfg))
+        decode_cfg = cfgmod.launched_decode_config(cfg)
         decode_fams = [(constexprs(key, decode_cfg), dataclasses.asdict(decode_cfg))] if decode_cfg != cfg else []
         for soft_cap in (False, True):
             for window in (False, True):

@@ -205,7 +205,7 @@ def _dense_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
 
 
 def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
-    from vosti_plugin.attention.config import (decode_config, decode_tile_rows, fold_config, fused_prefill_from,
+    from vosti_plugin.attention.config import (fold_config, fused_prefill_from, launched_decode_config,
                                                prefill_config, select_config)
     from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
 
@@ -234,7 +234,7 @@ def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
         if not _same(alone[-1:], mixed[3]):
             bad.append("last prefill row vs the same position decoded")
         probes.append(ProbeResult(f"paged_attention/{path}", tuple(bad)))
-    decode = decode_config(config, decode_tile_rows(config))
+    decode = launched_decode_config(config)
     if decode != config:   # decode-only steps run their own tiles: each decoded row against its prefill row
         # a reduction order that differs changes few rows' bits (H200: 2 of 45 decode batches), so the GPU decodes
         # hundreds of positions; the interpreter pays per program and its sums are order-fixed

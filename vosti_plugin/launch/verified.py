@@ -27,7 +27,7 @@ def linear_shapes(f: LaunchFacts) -> dict[str, tuple[int, int]]:
 
 
 def kernel_configs_for(f: LaunchFacts) -> dict:
-    from vosti_plugin.attention.config import (decode_config, decode_tile_rows, fold_config, fused_prefill_from,
+    from vosti_plugin.attention.config import (fold_config, fused_prefill_from, launched_decode_config,
                                                prefill_config)
     from vosti_plugin.attention.config import select_config as attention_config
     from vosti_plugin.ops.matmul import (MID_MIN_ROWS, TALL_MIN_ROWS, mid_config, mid_path_on, tall_config,
@@ -37,7 +37,7 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
     dtype = getattr(torch, f.dtype)
     attention = attention_config(f.head_size, f.num_q_heads, f.num_kv_heads, f.page_size, dtype)
     configs = {"paged_attention": dataclasses.asdict(attention)}
-    decode = decode_config(attention, decode_tile_rows(attention))
+    decode = launched_decode_config(attention)
     if decode != attention:
         configs["paged_attention/decode"] = dataclasses.asdict(decode)
     if fused_prefill_from():

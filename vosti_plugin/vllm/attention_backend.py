@@ -26,7 +26,7 @@ from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 ensure_interpreter_without_gpu()
 
 from vosti_plugin.attention.config import (  # noqa: E402
-    decode_config, decode_tile_rows, fold_config, fused_prefill_from, prefill_config, select_config)
+    fold_config, fused_prefill_from, launched_decode_config, prefill_config, select_config)
 from vosti_plugin.attention.kv_write import write_kv  # noqa: E402
 from vosti_plugin.attention.paged_attention import (  # noqa: E402
     num_kv_segments,
@@ -326,7 +326,7 @@ class VostiAttentionImpl(_AttentionImpl):
     def _launch_config(self, page_size: int, dtype: torch.dtype, device: torch.device):
         if self._config is None:
             self._config = select_config(self.head_size, self.num_heads, self.num_kv_heads, page_size, dtype)
-            self._decode_config = decode_config(self._config, decode_tile_rows(self._config))
+            self._decode_config = launched_decode_config(self._config)
             self._path, self._capacity = deployment_path(
                 max_num_tokens=self.max_num_tokens, max_graph_tokens=self.max_graph_tokens,
                 max_model_len=self.max_model_len, page_size=page_size, segment=self._config.segment,
