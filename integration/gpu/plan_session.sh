@@ -230,10 +230,13 @@ for step in $STEPS; do
     bench-attn)   # prefill/decode after an attention change: vosti vs stock default at 1K/8K/16K, batch 4 (#20)
       env OUT="$R/bench-attn" MODEL=llama31-8b BENCH_MODES="vosti default" CONTEXTS=1024,8192,16384 BATCHES=4 \
         DECODE=128 MODE_TIMEOUT=240 bash integration/gpu/session.sh bench > "$R/bench-attn.log" 2>&1; log "bench-attn done" ;;
-    bench-long)   # Llama-3.1-8B at its default max_model_len (128K): vosti, vosti before the workspace stretch, default (#20)
-      env OUT="$R/bench-long" MODEL=llama31-8b BENCH_MODES="vosti vosti-nostretch default" CONTEXTS=1024,8192 \
-        BATCHES=1,4,16 DECODE=128 REPEATS=2 BENCH_ARGS="--max-model-len 131072" MODE_TIMEOUT=300 \
-        bash integration/gpu/session.sh bench > "$R/bench-long.log" 2>&1; log "bench-long done" ;;
+    bench-long)   # the default max_model_len (128K): LONG_MODELS (llama31-8b), LONG_MODES (vosti, vosti before the
+      # workspace stretch, default), LONG_BATCHES (1,4,16), LONG_REPEATS (2) (#20)
+      for m in ${LONG_MODELS:-llama31-8b}; do
+        env OUT="$R/bench-long-$m" MODEL=$m BENCH_MODES="${LONG_MODES:-vosti vosti-nostretch default}" CONTEXTS=1024,8192 \
+          BATCHES=${LONG_BATCHES:-1,4,16} DECODE=128 REPEATS=${LONG_REPEATS:-2} BENCH_ARGS="--max-model-len 131072" \
+          MODE_TIMEOUT=300 bash integration/gpu/session.sh bench > "$R/bench-long-$m.log" 2>&1
+      done; log "bench-long done" ;;
     harness-step-grid)   # the four classes with eager steps' attention grid from the step (VOSTI_EAGER_STEP_GRID=1) (#20)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-step-grid,default --per-gpu 4 \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-step-grid" > "$R/harness-step-grid.log" 2>&1
