@@ -36,6 +36,13 @@ _MUTANTS = {
     "fold-without-liveness": ("            run_m = tl.where(seg_live, fold_m, run_m)",
                               "            run_m = tl.where(seg_live | FOLD, fold_m, run_m)"),
     # the probe stores the running fold instead of the segment's own partial
+    # a split program starts at the block's first segment instead of its own residue class: programs z and z + 1
+    # compute the same segments and some segment's witness program (g mod SEGMENT_STRIDE) never visits it
+    "split-stride-off-class": ("    seg_begin = tl.program_id(2) + (seg_lag + SEGMENT_STRIDE - 1) // SEGMENT_STRIDE * SEGMENT_STRIDE",
+                               "    seg_begin = tl.program_id(2) + seg_lag"),
+    # a split program steps over every other segment of its class: those segments are never computed
+    "split-stride-skips": ("    for seg in range(seg_begin, seg_end, SEGMENT_STRIDE):",
+                           "    for seg in range(seg_begin, seg_end, 2 * SEGMENT_STRIDE):"),
     "probe-stores-running-max": ("            tl.store(part_m_ptr + part, m_i, mask=row_valid)",
                                  "            tl.store(part_m_ptr + part, tl.where(FUSED, run_m, m_i), mask=row_valid)"),
 }
@@ -109,6 +116,15 @@ def test_without_the_probe_the_fold_input_is_not_the_fused_launchs(production):
 ])
 def test_a_broken_link_fails(tmp_path_factory, mutant, goal, left, right):
     rep = _check(_mutant(tmp_path_factory, mutant), goal, left, right)
+    assert rep.status == "failed", rep
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", ["split-stride-off-class", "split-stride-skips"])
+def test_split_programs_off_their_segments_fail(tmp_path_factory, mutant):
+    """Split programs a SEGMENT_STRIDE apart: a program that leaves its residue class of segments, or skips some of
+    its class, fails the split goal (the shipped kernel's is proved in test_verifier_decode_tile_rows)."""
+    rep = _check(_mutant(tmp_path_factory, mutant), "causal_segment_partials", SPLIT)
     assert rep.status == "failed", rep
 
 

@@ -97,7 +97,7 @@ for step in $STEPS; do
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-base" > "$R/harness-base.log" 2>&1
       log "harness-base rc=$?" ;;
     harness-32k)   # harness-base under a 32K max_model_len: graph decode steps' split programs take several segments each
-      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick-32k --modes vosti,default --per-gpu 4 \
+      timeout 1200 python3 -m vosti_plugin.integration.harness --scale gpu-quick-32k --modes vosti,default --per-gpu ${HARNESS_PER_GPU:-4} \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-32k" > "$R/harness-32k.log" 2>&1
       log "harness-32k rc=$?" ;;
     attention-stride)   # split programs a segment apart (SPLIT_SEGMENT_STRIDE) vs one program a segment and other strides:
