@@ -323,18 +323,18 @@ def main() -> int:
     ap.add_argument("--decode-only", action="store_true", help="leave out the prefill cases")
     ap.add_argument("--decode-contexts", default="1024,8192", help="KV lengths of the decode cases, e.g. 1024,32768")
     args = ap.parse_args()
-    try:
-        decode_batches = tuple(int(b) for b in args.decode_batches.split(","))
-    except ValueError:
-        ap.error(f"--decode-batches {args.decode_batches!r}: comma-separated batch sizes, e.g. 16,64")
-    if not decode_batches or min(decode_batches) < 1:
-        ap.error(f"--decode-batches {args.decode_batches!r}: batch sizes of at least 1")
-    try:
-        decode_contexts = tuple(int(c) for c in args.decode_contexts.split(","))
-    except ValueError:
-        ap.error(f"--decode-contexts {args.decode_contexts!r}: comma-separated KV lengths, e.g. 1024,32768")
-    if not decode_contexts or min(decode_contexts) < 1:
-        ap.error(f"--decode-contexts {args.decode_contexts!r}: KV lengths of at least 1")
+
+    def positive_ints(option: str, text: str, what: str, example: str) -> tuple[int, ...]:
+        try:
+            values = tuple(int(v) for v in text.split(","))
+        except ValueError:
+            ap.error(f"{option} {text!r}: comma-separated {what}, e.g. {example}")
+        if not values or min(values) < 1:
+            ap.error(f"{option} {text!r}: {what} of at least 1")
+        return values
+
+    decode_batches = positive_ints("--decode-batches", args.decode_batches, "batch sizes", "16,64")
+    decode_contexts = positive_ints("--decode-contexts", args.decode_contexts, "KV lengths", "1024,32768")
     if args.variants:
         keep = {"shipped", *args.variants.split(";" if ";" in args.variants else ",")}
         unknown = keep - set(VARIANTS)
