@@ -35,7 +35,6 @@ _MUTANTS = {
     # block's segments are the row's: the mutant needs several tokens a program, FOLD_16, to be wrong)
     "fold-without-liveness": ("            run_m = tl.where(seg_live, fold_m, run_m)",
                               "            run_m = tl.where(seg_live | FOLD, fold_m, run_m)"),
-    # the probe stores the running fold instead of the segment's own partial
     # a split program starts at the block's first segment instead of its own residue class: programs z and z + 1
     # compute the same segments and some segment's witness program (g mod SEGMENT_STRIDE) never visits it
     "split-stride-off-class": ("    seg_begin = tl.program_id(2) + (seg_lag + SEGMENT_STRIDE - 1) // SEGMENT_STRIDE * SEGMENT_STRIDE",
@@ -43,6 +42,7 @@ _MUTANTS = {
     # a split program steps over every other segment of its class: those segments are never computed
     "split-stride-skips": ("    for seg in range(seg_begin, seg_end, SEGMENT_STRIDE):",
                            "    for seg in range(seg_begin, seg_end, 2 * SEGMENT_STRIDE):"),
+    # the probe stores the running fold instead of the segment's own partial
     "probe-stores-running-max": ("            tl.store(part_m_ptr + part, m_i, mask=row_valid)",
                                  "            tl.store(part_m_ptr + part, tl.where(FUSED, run_m, m_i), mask=row_valid)"),
 }
