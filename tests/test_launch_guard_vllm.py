@@ -47,7 +47,9 @@ def test_guard_checks_every_forward_launch_and_refuses_an_unproved_one(tiny_mode
 
     from vosti_plugin.integration.engine_presets import build_llm
     from vosti_plugin.launch import guard
-    from vosti_plugin.verifier.api import cached_results, verify_catalog
+    from vosti_plugin.launch.facts import facts_from_vllm_config
+    from vosti_plugin.launch.verified import wanted_configs
+    from vosti_plugin.verifier.api import cached_results, verify_configs
 
     monkeypatch.setenv("VOSTI_AUDIT", "1")
     monkeypatch.delenv(guard.ENV, raising=False)
@@ -73,9 +75,12 @@ def test_guard_checks_every_forward_launch_and_refuses_an_unproved_one(tiny_mode
         assert not unchecked, f"launched without passing the guard: {unchecked}"
 
         attention = next(key for key in launch_witness if key[0] == "_paged_attention_segments_kernel")
-        # the whole catalog's rows (audit mode armed this process with the deployment's proofs only)
-        rows = [r for r in (cached_results() or verify_catalog())
+        # the proofs audit mode armed this process with: the deployment's own (cached on disk by its start);
+        # the whole catalog's where a verification of it is stored
+        facts = facts_from_vllm_config(llm.llm_engine.vllm_config)
+        rows = [r for r in (cached_results() or verify_configs(wanted_configs(facts)))
                 if not (r.kernel == attention[0] and tuple(sorted(r.config.items())) == attention[1])]
+        assert len(rows) > 100, f"{len(rows)} proof rows: not the deployment's proved set"
         guard.arm(rows)
         before = launch_witness[attention]
         with pytest.raises(Exception) as info:
