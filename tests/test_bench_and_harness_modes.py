@@ -11,7 +11,8 @@ from vosti_plugin.integration.harness import engine as harness_engine
 def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     for name in ("VOSTI_TALL_GEMM", "VOSTI_TMA_GEMM", "VLLM_BATCH_INVARIANT", "VOSTI_SPLIT_WORKSPACE_SHARE",
                  "VOSTI_EAGER_STEP_GRID", "VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS",
-                 "VOSTI_PREFILL_FUSED_FROM", "VOSTI_MID_GEMM"):   # set first so monkeypatch restores the original
+                 "VOSTI_PREFILL_FUSED_FROM", "VOSTI_MID_GEMM",
+                 "VOSTI_DEPENDENT_LAUNCH"):   # set first so monkeypatch restores the original
         monkeypatch.setenv(name, "0")
         monkeypatch.delenv(name)
     bench_modes.prepare_environment(mode)
@@ -26,6 +27,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
                                                           "vosti-sum64": "sum"}.get(mode)
     assert os.environ.get("VOSTI_PREFILL_FUSED_FROM") == ("512" if mode == "vosti-fused-prefill" else None)
     assert os.environ.get("VOSTI_MID_GEMM") == {"vosti-mid-gemm": "1", "vosti-no-mid-gemm": "0"}.get(mode)
+    assert os.environ.get("VOSTI_DEPENDENT_LAUNCH") == ("0" if mode == "vosti-no-pdl" else None)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 

@@ -1,21 +1,21 @@
 """A whole decode step's layers with programmatic dependent launch (PDL) on and off, on a CUDA GPU (#18, #20).
 
     python integration/gpu/pdl_chain.py --models llama31-8b,qwen3-0.6b --batches 1,4,16 --out $OUT/pdl.json
-    python integration/gpu/pdl_chain.py --cpu-smoke --out /tmp/pdl.json      # logic check, no GPU (no PDL variant)
+    python integration/gpu/pdl_chain.py --cpu-smoke --out /tmp/pdl.json      # logic check, no GPU (shipped only)
 
 Every decoder layer of a geometry (its own weights, so the step reads them from HBM as a served step does, not from
 L2), as vosti's kernels run a decode step: residual-add norm, qkv GEMM, q/k norm (Qwen3, Gemma-3), KV write, paged
 attention (split path, grid for --max-model-len), o GEMM, norm(s), gate_up GEMM, activation, down GEMM; rotary
 and the lm_head left out. Captured as one CUDA graph and replayed.
 
-Variants (the kernels' sources edited at run time, nothing shipped changes):
-- shipped: as launched today.
-- pdl: every vosti kernel launched with `launch_pdl=True`, its body first waiting for the kernel before it
-  (`griddepcontrol.wait`, before any global access: no hazard) and then letting the next one launch
-  (`griddepcontrol.launch_dependents`): the next kernel's launch and its programs' scheduling overlap this one.
-- pdl late trigger: the wait at the start, no explicit trigger (the next kernel launches as this one's
-  programs exit).
-- pdl, weights prefetched: as pdl, but the decode GEMMs first ask L2 for the start of their weight slice, then wait.
+Variants (nothing shipped changes):
+- shipped: as launched today: with programmatic dependent launch (PDL) on a GPU of compute capability 9+
+  (vosti_plugin/ops/dependent_launch.py): each kernel may start while the one before it runs, and waits at its
+  first statement (`griddepcontrol.wait`) until that one has ended; the next kernel launches as this one's programs
+  exit.
+- no pdl: VOSTI_DEPENDENT_LAUNCH=0, every launch after the previous kernel ends (as before session 32).
+- early trigger: the kernels' sources with `griddepcontrol.launch_dependents` right after the wait: the next
+  kernel may launch as soon as every program of this one has started.
 Each variant's outputs after one replay from the same inputs are compared bit for bit with shipped's.
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import sys
 import time
 
@@ -35,42 +34,11 @@ if "--cpu-smoke" in sys.argv:
 
 import torch  # noqa: E402
 
-WAIT, TRIGGER = "tl.extra.cuda.gdc_wait()", "tl.extra.cuda.gdc_launch_dependents()"
-VARIANTS = {"shipped": None, "pdl": (WAIT, TRIGGER), "pdl late trigger": (WAIT,), "pdl, weights prefetched": (WAIT, TRIGGER)}
-# "pdl, weights prefetched": the decode GEMM kernels ask L2 for the first PREFETCH_STEPS K-blocks of their weight slice
-# (one prefetch a 128-byte line; the weight is no kernel's output) before they wait; the other kernels as in "pdl"
-PREFETCH_STEPS = 8
-_PREFETCH = """    for k_pf in range({begin}, tl.minimum({begin} + {steps} * BLOCK_K, {end}), BLOCK_K):
-        lines = tl.minimum(k_pf + tl.arange(0, BLOCK_K // 64) * 64, K - 1)
-        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // $0", "=r,l",
-                                  [b_ptr + lines[:, None] * stride_bk + tl.minimum(cols, N - 1)[None, :] * stride_bn],
-                                  dtype=tl.int32, is_pure=False, pack=1)
-    {wait}
-    {trigger}
-"""
-_GEMM_LOOPS = {"mm_kernel": ("0", "K", "    for k0 in range(0, K, BLOCK_K):\n"),
-               "mm_splitk_partial_kernel": ("k_begin", "k_end", "    for k0 in range(k_begin, k_end, BLOCK_K):\n")}
+from vosti_plugin.ops.dependent_launch import ENV  # noqa: E402
 
-
-def _prefetched(name: str, src: str) -> str | None:
-    """A decode GEMM kernel's source with its weight prefetch, wait and trigger ahead of its K loop (None: not one)."""
-    if name not in _GEMM_LOOPS:
-        return None
-    begin, end, loop = _GEMM_LOOPS[name]
-    if src.count(loop) != 1:
-        raise ValueError(f"{name}: K loop anchor not found once")
-    return src.replace(loop, _PREFETCH.format(begin=begin, end=end, steps=PREFETCH_STEPS, wait=WAIT,
-                                              trigger=TRIGGER) + loop)
-
-
-def _with_body_prefix(src: str, lines: tuple[str, ...]) -> str:
-    """`src` (a @triton.jit function's source, from `def`) with `lines` as the first statements of its body."""
-    sig_end = re.search(r"\)\s*(->[^:]*)?:\s*\n", src)
-    if sig_end is None:
-        raise ValueError(f"no signature end in {src[:80]!r}")
-    body = src[sig_end.end():]
-    indent = re.match(r"[ \t]*", body).group(0)
-    return src[:sig_end.end()] + "".join(f"{indent}{line}\n" for line in lines) + body
+WAIT = "        tl.extra.cuda.gdc_wait()\n"
+TRIGGER = "        tl.extra.cuda.gdc_launch_dependents()\n"
+VARIANTS = ("shipped", "no pdl", "early trigger")
 
 
 def _set_source(kernel, src: str) -> None:
@@ -81,40 +49,23 @@ def _set_source(kernel, src: str) -> None:
     kernel.device_caches.clear()
 
 
-class PdlKernels:
-    """Inside: every catalog kernel's body starts with `lines`, and its launches pass launch_pdl=True."""
-
-    def __init__(self, lines: tuple[str, ...], prefetch: bool = False):
-        self.lines, self.prefetch = lines, prefetch
+class EarlyTrigger:
+    """Inside: every kernel that opens with the dependent-launch wait lets the next kernel launch right after it."""
 
     def __enter__(self):
-        import triton.language.extra.cuda  # noqa: F401  (tl.extra.cuda inside the kernels)
-        from triton.runtime.jit import JITFunction
-
         from vosti_plugin.verifier.api import catalog_entries
 
-        self.kernels = {id(e["kernel"]): e["kernel"] for e in catalog_entries()}
         self.sources = {}
-        for k in self.kernels.values():
-            self.sources[id(k)] = k.src
-            edited = _prefetched(k.fn.__name__, k.src) if self.prefetch else None
-            _set_source(k, edited or _with_body_prefix(k.src, self.lines))
-        self._run, ids = JITFunction.run, set(self.kernels)
-
-        def run(fn, *args, **kwargs):
-            if id(fn) in ids:
-                kwargs["launch_pdl"] = True
-            return self._run(fn, *args, **kwargs)
-
-        JITFunction.run = run
+        for e in catalog_entries():
+            k = e["kernel"]
+            if id(k) not in self.sources and k.src.count(WAIT) == 1:
+                self.sources[id(k)] = (k, k.src)
+                _set_source(k, k.src.replace(WAIT, WAIT + TRIGGER))
         return self
 
     def __exit__(self, *exc):
-        from triton.runtime.jit import JITFunction
-
-        JITFunction.run = self._run
-        for k in self.kernels.values():
-            _set_source(k, self.sources[id(k)])
+        for k, src in self.sources.values():
+            _set_source(k, src)
 
 
 def build_step(name: str, batch: int, context: int, max_model_len: int, page_size: int, layers: int | None,
@@ -244,12 +195,12 @@ def main() -> int:
     ap.add_argument("--page-size", type=int, default=64)
     ap.add_argument("--layers", type=int, default=0, help="layers per step (default: the geometry's)")
     ap.add_argument("--repeats", type=int, default=20)
-    ap.add_argument("--variants", default=";".join(VARIANTS), help="';'-separated")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--out", default="")
     ap.add_argument("--cpu-smoke", action="store_true", help="a 2-layer step through the interpreter, shipped only")
     args = ap.parse_args()
     cpu = args.cpu_smoke
-    variants = [v for v in args.variants.split(";") if v]
+    variants = [v for v in args.variants.split(",") if v]
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         ap.error(f"unknown variants {sorted(unknown)}; known: {sorted(VARIANTS)}")
@@ -268,15 +219,17 @@ def main() -> int:
             row = {"model": name, "batch": batch, "context": args.context, "layers": n_layers,
                    "weight_GB": round(weight_bytes / 1e9, 2), "us": {}, "digest": {}}
             for v in variants:
-                lines = VARIANTS[v]
                 try:
-                    if lines is None:
-                        row["us"][v], row["digest"][v] = measure(step, out, args.repeats, cpu)
-                    else:
-                        with PdlKernels(lines, prefetch="prefetched" in v):
+                    os.environ[ENV] = "0" if v == "no pdl" else "1"
+                    if v == "early trigger":
+                        with EarlyTrigger():
                             row["us"][v], row["digest"][v] = measure(step, out, args.repeats, cpu)
+                    else:
+                        row["us"][v], row["digest"][v] = measure(step, out, args.repeats, cpu)
                 except Exception as e:   # a variant that does not compile or launch: recorded, the others go on
                     row.setdefault("errors", {})[v] = f"{type(e).__name__}: {str(e)[-300:]}"
+                finally:
+                    os.environ.pop(ENV, None)
             row["bits_equal_shipped"] = {v: row["digest"][v] == row["digest"]["shipped"] for v in row["digest"]}
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -8,6 +8,7 @@ import triton.language as tl
 
 from vosti_plugin.verifier.contracts import contract, goal, tensor
 from vosti_plugin.launch import guard
+from vosti_plugin.ops import dependent_launch
 from vosti_plugin.triton_mode import use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -78,7 +79,10 @@ def _write_kv_kernel(
     HEAD_DIM_PAD: tl.constexpr,
     PAGE_SIZE: tl.constexpr,
     BLOCK_H: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     token = tl.program_id(0)
     slot = tl.load(slot_mapping_ptr + token).to(tl.int64)
     if slot < 0:
@@ -121,6 +125,7 @@ def write_kv(
     num_tokens, num_kv_heads, head_dim = key.shape
     if num_tokens == 0:
         return
+    pdl = dependent_launch.enabled(k_cache)
     guard.check(_write_kv_kernel, (num_tokens,), HEAD_DIM=head_dim, HEAD_DIM_PAD=triton.next_power_of_2(head_dim),
                 PAGE_SIZE=k_cache.shape[1], BLOCK_H=triton.next_power_of_2(num_kv_heads))
     _write_kv_kernel[(num_tokens,)](
@@ -133,7 +138,9 @@ def write_kv(
         HEAD_DIM_PAD=triton.next_power_of_2(head_dim),
         PAGE_SIZE=k_cache.shape[1],
         BLOCK_H=triton.next_power_of_2(num_kv_heads),
+        PDL=pdl,
         num_warps=4,
+        launch_pdl=pdl,
     )
 
 

@@ -30,6 +30,7 @@ import triton.language as tl
 
 from vosti_plugin.verifier.contracts import contract, goal, scalar, tensor
 from vosti_plugin.launch import guard
+from vosti_plugin.ops import dependent_launch
 from vosti_plugin.triton_mode import use_lane_invariant_interpreter
 from vosti_plugin.attention.config import AttentionLaunchConfig, next_power_of_two
 
@@ -249,7 +250,10 @@ def _paged_attention_segments_kernel(
     PROBE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     ROW_SUMS_BY_DOT: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     q_block = tl.program_id(0)
     kv_head = tl.program_id(1)
     if not FUSED:
@@ -437,7 +441,10 @@ def _combine_segments_kernel(
     SEGMENT: tl.constexpr,
     SEQ_SCAN_CHUNK: tl.constexpr,
     USE_WINDOW: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     token = tl.program_id(0)
     q_head = tl.program_id(1)
     dims = tl.arange(0, HEAD_DIM_PAD)
@@ -548,6 +555,7 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
     use_soft_cap = soft_cap is not None and soft_cap > 0
     stride = 1 if fused else segment_stride
     grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else min(num_segments, stride))
+    pdl = dependent_launch.enabled(out)
     guard.check(_paged_attention_segments_kernel, grid, HEAD_DIM=head_dim,
                 HEAD_DIM_PAD=next_power_of_two(head_dim), PAGE_SIZE=page_size, QUERIES_PER_KV=config.queries_per_kv,
                 GROUP=config.group, BLOCK_Q=config.block_q, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
@@ -581,9 +589,11 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
         PROBE=False,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         ROW_SUMS_BY_DOT=config.row_sums_by_dot,
+        PDL=pdl,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
         enable_fp_fusion=False,
+        launch_pdl=pdl,
     )
 
 
@@ -670,6 +680,7 @@ def paged_attention(
         _launch_segments(*args, config=fold, fused=True, fold=True, segment_stride=segment_stride)
         return out
     if not fused:
+        pdl = dependent_launch.enabled(out)
         guard.check(_combine_segments_kernel, (num_tokens, num_q_heads), HEAD_DIM=head_dim,
                     HEAD_DIM_PAD=next_power_of_two(head_dim), SEGMENT=config.segment,
                     SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window)
@@ -683,9 +694,11 @@ def paged_attention(
             SEGMENT=config.segment,
             SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,
             USE_WINDOW=use_window,
+            PDL=pdl,
             num_warps=1,
             num_stages=1,
             enable_fp_fusion=False,
+            launch_pdl=pdl,
         )
     return out
 

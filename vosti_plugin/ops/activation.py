@@ -13,6 +13,7 @@ import triton.language as tl
 
 from vosti_plugin.verifier.contracts import contract, goal, tensor
 from vosti_plugin.launch import guard
+from vosti_plugin.ops import dependent_launch
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -40,7 +41,10 @@ def act_and_mul_kernel(
     stride_x, stride_y,
     ACT: tl.constexpr,
     BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = cols < D
@@ -68,9 +72,10 @@ def _act_and_mul(x: torch.Tensor, act: int) -> torch.Tensor:
         x2 = x2.contiguous()
     y = torch.empty((x2.shape[0], d), device=x.device, dtype=x2.dtype)
     if y.numel():
+        pdl = dependent_launch.enabled(x)
         guard.check(act_and_mul_kernel, (x2.shape[0], triton.cdiv(d, BLOCK)), ACT=act, BLOCK=BLOCK)
         act_and_mul_kernel[(x2.shape[0], triton.cdiv(d, BLOCK))](
-            x2, y, d, x2.stride(0), y.stride(0), ACT=act, BLOCK=BLOCK, num_warps=4,
+            x2, y, d, x2.stride(0), y.stride(0), ACT=act, BLOCK=BLOCK, PDL=pdl, num_warps=4, launch_pdl=pdl,
         )
     return y.view(*x.shape[:-1], d).to(out_dtype)
 

@@ -29,6 +29,7 @@ import triton.language as tl
 
 from vosti_plugin.verifier.contracts import contract, goal, tensor, tensor_descriptor
 from vosti_plugin.launch import guard
+from vosti_plugin.ops import dependent_launch
 from vosti_plugin.ops.gemm_rows import MID_MIN_ROWS, MID_TILE_ROWS, TALL_MIN_ROWS, TALL_TILE_ROWS, mid_gemm_on
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
@@ -353,8 +354,10 @@ def mm_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     HAS_BIAS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
@@ -398,8 +401,10 @@ def mm_splitk_partial_kernel(
     M, N, K, K_PER_SPLIT,
     stride_am, stride_ak, stride_bk, stride_bn,
     DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -443,8 +448,10 @@ def splitk_combine_kernel(
     stride_cm, stride_cn,
     HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
@@ -489,8 +496,10 @@ def mm_tall_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     HAS_BIAS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
@@ -541,8 +550,10 @@ def mm_tall_tma_kernel(
     HAS_BIAS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     SPLIT_K: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -612,6 +623,7 @@ def launch_matmul(
         bias = bias.contiguous()
     precision = _dot_precision(a.dtype)
     tiles = (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))
+    pdl = dependent_launch.enabled(out)
     if config.split_k == 1:
         guard.check(mm_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision, BLOCK_M=config.block_m,
                     BLOCK_N=config.block_n, BLOCK_K=config.block_k)
@@ -620,8 +632,8 @@ def launch_matmul(
             M, N, K,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
             HAS_BIAS=bias is not None, DOT_PRECISION=precision,
-            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-            num_warps=config.num_warps, num_stages=config.num_stages,
+            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
+            num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
         )
         return out
     # Rows are independent, so a tall GEMM runs in row chunks: the fp32 partials stay bounded and no
@@ -639,8 +651,8 @@ def launch_matmul(
             rows, N, K, config.k_per_split(K),
             a_rows.stride(0), a_rows.stride(1), b.stride(0), b.stride(1),
             DOT_PRECISION=precision,
-            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-            num_warps=config.num_warps, num_stages=config.num_stages,
+            BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
+            num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
         )
         guard.check(splitk_combine_kernel, (triton.cdiv(rows, _COMBINE_BLOCK_M), triton.cdiv(N, _COMBINE_BLOCK_N)),
                     HAS_BIAS=bias is not None, SPLIT_K=config.split_k, BLOCK_M=_COMBINE_BLOCK_M,
@@ -649,8 +661,8 @@ def launch_matmul(
             part, bias if bias is not None else out_rows, out_rows,
             rows, N, out_rows.stride(0), out_rows.stride(1),
             HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
-            BLOCK_M=_COMBINE_BLOCK_M, BLOCK_N=_COMBINE_BLOCK_N,
-            num_warps=4,
+            BLOCK_M=_COMBINE_BLOCK_M, BLOCK_N=_COMBINE_BLOCK_N, PDL=pdl,
+            num_warps=4, launch_pdl=pdl,
         )
     return out
 
@@ -693,6 +705,7 @@ def launch_matmul_tma(
 
     tiles = (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))
     precision = _dot_precision(a.dtype)
+    pdl = dependent_launch.enabled(out)
     guard.check(mm_tall_tma_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
                 SPLIT_K=config.split_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k)
     mm_tall_tma_kernel[tiles](
@@ -701,8 +714,8 @@ def launch_matmul_tma(
         bias if bias is not None else out, out,
         M, N, K, config.k_per_split(K), out.stride(0), out.stride(1),
         HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k,
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-        num_warps=config.num_warps, num_stages=config.num_stages,
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
+        num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
     )
     return out
 
@@ -725,6 +738,7 @@ def launch_matmul_tall(
         return launch_matmul(a, b, bias, out, config)
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
+    pdl = dependent_launch.enabled(out)
     guard.check(mm_tall_kernel, (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n)),
                 HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype), BLOCK_M=config.block_m,
                 BLOCK_N=config.block_n, BLOCK_K=config.block_k)
@@ -733,8 +747,8 @@ def launch_matmul_tall(
         M, N, K, config.k_per_split(K),
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         HAS_BIAS=bias is not None, DOT_PRECISION=_dot_precision(a.dtype),
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-        num_warps=config.num_warps, num_stages=config.num_stages,
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
+        num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
     )
     return out
 

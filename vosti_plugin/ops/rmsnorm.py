@@ -15,6 +15,7 @@ import triton.language as tl
 
 from vosti_plugin.verifier.contracts import contract, goal, scalar, tensor
 from vosti_plugin.launch import guard
+from vosti_plugin.ops import dependent_launch
 from vosti_plugin.triton_mode import interpreting, use_lane_invariant_interpreter
 
 use_lane_invariant_interpreter()
@@ -88,7 +89,10 @@ def rms_norm_kernel(
     HAS_RESIDUAL: tl.constexpr,
     WEIGHT_MODE: tl.constexpr,
     BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
     w_row = w_ptr + (head >= first_w2_head).to(tl.int64) * w_row_stride
@@ -154,7 +158,10 @@ def norm_add_rms_norm_kernel(
     stride_x, stride_res, stride_y, stride_res_out,
     WEIGHT_MODE: tl.constexpr,
     BLOCK: tl.constexpr,
+    PDL: tl.constexpr = False,
 ):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     res_row = res_ptr + row * stride_res
@@ -222,15 +229,16 @@ def _launch(x, residual, weight, eps: float, gemma: bool, k_weight=None, first_k
         cfg = select_config(H)
         mode = NO_WEIGHT if w is None else GEMMA_WEIGHT if gemma else PLAIN_WEIGHT
         grid = (x3.shape[0], x3.shape[1])
-        guard.check(rms_norm_kernel, grid, HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode, BLOCK=cfg.block)
         r_in = r3 if r3 is not None else x3
+        pdl = dependent_launch.enabled(y)
+        guard.check(rms_norm_kernel, grid, HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode, BLOCK=cfg.block)
         rms_norm_kernel[grid](
             x3, r_in, w if w is not None else x3, y, r_out,
             H, float(eps), first_w2_head, w_row_stride,
             x3.stride(0), x3.stride(1), r_in.stride(0), r_in.stride(1), y.stride(0), y.stride(1),
             r_out.stride(0), r_out.stride(1),
-            HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode, BLOCK=cfg.block,
-            num_warps=cfg.num_warps,
+            HAS_RESIDUAL=residual is not None, WEIGHT_MODE=mode, BLOCK=cfg.block, PDL=pdl,
+            num_warps=cfg.num_warps, launch_pdl=pdl,
         )
     y = y.view(x.shape).to(out_dtype)
     if residual is None:
@@ -284,12 +292,13 @@ def norm_add_rms_norm(
     if y.numel() > 0:
         cfg = select_config(H)
         mode = GEMMA_WEIGHT if gemma else PLAIN_WEIGHT
+        pdl = dependent_launch.enabled(y)
         guard.check(norm_add_rms_norm_kernel, (x2.shape[0],), WEIGHT_MODE=mode, BLOCK=cfg.block)
         norm_add_rms_norm_kernel[(x2.shape[0],)](
             x2, kernel_weight(weight0, cpu), r2, kernel_weight(weight, cpu), y, r_out,
             H, float(eps0), float(eps),
             x2.stride(0), r2.stride(0), y.stride(0), r_out.stride(0),
-            WEIGHT_MODE=mode, BLOCK=cfg.block, num_warps=cfg.num_warps,
+            WEIGHT_MODE=mode, BLOCK=cfg.block, PDL=pdl, num_warps=cfg.num_warps, launch_pdl=pdl,
         )
     return y.view(x.shape).to(x.dtype), r_out.view(x.shape).to(residual.dtype)
 

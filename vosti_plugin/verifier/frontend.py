@@ -584,16 +584,47 @@ def _kernel_from_source(source: str, name: str | None, first_line: int, filename
         raise ValueError(f"no kernel function {name or ''} in source")
     fdef = fdefs[-1]
     tr = _Translator(fdef.name, first_line, filename, dict(globals_ or {}))
+    body_stmts = _without_dependency_wait(fdef, tr)
     params = []
     for a in fdef.args.args:
+        if a.arg == DEPENDENCY_WAIT_FLAG:
+            continue
         ann = ast.unparse(a.annotation) if a.annotation is not None else ""
         params.append(ir.Param(a.arg, "constexpr" in ann, tr.line(a)))
         tr.locals.add(a.arg)
         tr.params.add(a.arg)
     if fdef.args.vararg or fdef.args.kwarg or fdef.args.kwonlyargs:
         raise tr.fail(fdef, "variadic or keyword-only kernel parameters")
-    body = tr.stmts(fdef.body)
+    body = tr.stmts(body_stmts)
     return ir.Kernel(fdef.name, tuple(params), body, filename, tr.line(fdef))
+
+
+# Programmatic dependent launch (vosti_plugin/ops/dependent_launch.py): a kernel may take the constexpr PDL, whose
+# one use is its body's first statement (after a docstring), `if PDL: tl.extra.cuda.gdc_wait()`. Launched with PDL
+# the kernel may start while the kernel before it in the stream runs, and waits there, before any memory access,
+# until that kernel has ended and its writes are visible; so the kernel computes what it computes without the
+# statement, which is dropped. PDL anywhere else (it is then an unknown name) and a wait anywhere else (an unknown
+# call: it would let the kernel read its predecessor's output early) are outside the subset.
+DEPENDENCY_WAIT_FLAG = "PDL"
+DEPENDENCY_WAIT_CALLS = ("tl.extra.cuda.gdc_wait", "triton.language.extra.cuda.gdc_wait")
+
+
+def _without_dependency_wait(fdef: ast.FunctionDef, tr: "_Translator") -> list[ast.stmt]:
+    body = list(fdef.body)
+    if not any(a.arg == DEPENDENCY_WAIT_FLAG for a in fdef.args.args):
+        return body
+    first = 1 if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+        and isinstance(body[0].value.value, str) else 0
+    gate = body[first] if len(body) > first else None
+    if not (isinstance(gate, ast.If) and isinstance(gate.test, ast.Name) and gate.test.id == DEPENDENCY_WAIT_FLAG
+            and not gate.orelse and len(gate.body) == 1 and isinstance(gate.body[0], ast.Expr)
+            and isinstance(gate.body[0].value, ast.Call) and not gate.body[0].value.args
+            and not gate.body[0].value.keywords
+            and ast.unparse(gate.body[0].value.func) in DEPENDENCY_WAIT_CALLS):
+        raise tr.fail(gate or fdef, f"a kernel that takes {DEPENDENCY_WAIT_FLAG} must open its body with "
+                                    f"`if {DEPENDENCY_WAIT_FLAG}: tl.extra.cuda.gdc_wait()` (the dependent-launch "
+                                    f"wait before any memory access)")
+    return body[:first] + body[first + 1:]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,10 @@ like `max_seqlen*`, `num_tokens`, `num_seqs`, `batch*` -- through assignments.  
     to the kernel must be the contract's symbol of that dimension).  A smaller grid leaves rows unwritten.
   * launch-guard (modules of the shipped catalog): the statement right before the launch is not
     `guard.check(kernel, grid, **constexprs)` with the launch's grid and every constexpr keyword of the
-    launch as the same expression (vosti_plugin/launch/guard.py checks those values at run time).
+    launch as the same expression (vosti_plugin/launch/guard.py checks those values at run time), the
+    dependent-launch gate PDL aside;
+  * launch-pdl: the launch asks for programmatic dependent launch (`launch_pdl=`) without passing the kernel's
+    PDL the same expression.
 Grids and runtime arguments that the contract lets differ may depend on the batch.
 """
 from __future__ import annotations
@@ -34,6 +37,10 @@ TUNERS = {"autotune": "@triton.autotune picks the config at run time by timing c
 BATCH_PARAM = re.compile(r"^(max_seq_?len\w*|max_seqlen\w*|num_tokens|num_seqs|num_reqs|batch\w*|n_rows|rows)$")
 SOURCE_METHODS = {"numel", "item", "max", "tolist", "sum"}
 CONFIG_KWARGS = {"num_warps"}
+# The dependent-launch gate (vosti_plugin/ops/dependent_launch.py): the front end admits it only as the gate of the
+# kernel's opening wait, which it drops, so it selects no computation and the launch guard need not see it; a launch
+# that asks for PDL (`launch_pdl=`) must pass the kernel's PDL the same expression (the wait is then compiled in).
+DEPENDENCY_WAIT_FLAG = "PDL"
 
 
 @dataclass(frozen=True)
@@ -213,6 +220,11 @@ class _Taint(ast.NodeVisitor):
                 if w:
                     self.add(kernel, name, value.lineno, f"runtime scalar {name}, which the contract needs equal in "
                              f"both launches (`same`), is computed from the batch: {w}", "launch-scalar")
+        if "launch_pdl" in bound and (DEPENDENCY_WAIT_FLAG not in info.constexprs or DEPENDENCY_WAIT_FLAG not in bound
+                                      or ast.dump(bound[DEPENDENCY_WAIT_FLAG]) != ast.dump(bound["launch_pdl"])):
+            self.add(kernel, "launch_pdl", node.lineno, f"launch_pdl={ast.unparse(bound['launch_pdl'])} without "
+                     f"{DEPENDENCY_WAIT_FLAG}= the same expression: launched early, the kernel would not wait for the "
+                     f"kernel before it", "launch-pdl")
         if info.contract is not None:
             self.check_grid(node, kernel, info, grid, bound)
             if self.require_guard:
@@ -234,8 +246,9 @@ class _Taint(ast.NodeVisitor):
             self.add(kernel, "guard", call.lineno, "guard.check(..., **kwargs) cannot be compared to the launch",
                      "launch-guard")
             return
-        launched = {k.arg: k.value for k in node.keywords if k.arg in info.constexprs}
-        for name in sorted(info.constexprs - set(launched)):
+        guarded = info.constexprs - {DEPENDENCY_WAIT_FLAG}
+        launched = {k.arg: k.value for k in node.keywords if k.arg in guarded}
+        for name in sorted(guarded - set(launched)):
             self.add(kernel, name, node.lineno, f"constexpr {name} is not passed by keyword, so guard.check cannot "
                      f"be compared with it", "launch-guard")
         for name, value in launched.items():

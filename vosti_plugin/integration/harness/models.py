@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vosti_plugin.integration.geometries import shallow
+from vosti_plugin.integration.geometries import GEOMETRIES, shallow
 
 LLAMA31_8B = {
     "architectures": ["LlamaForCausalLM"], "model_type": "llama",
@@ -103,6 +103,13 @@ for _name, _why in (("llama32-3b", "3 queries per KV head"), ("qwen25-7b", "7 qu
                     ("qwen3-0.6b", "o projection 2048 -> 1024, split K on a small weight")):
     MODELS[f"{_name}-l8"] = ModelSpec(f"{_name}-l8", {**shallow(_name, 8), "max_position_embeddings": 32768 + 256},
                                       description=f"{_name} geometry, 8 layers ({_why}), re-drawn weights")
+
+# The sub-2B checkpoints at their full depth (their decode steps are launch-bound: end-to-end timing, #18)
+for _name in ("qwen3-0.6b", "qwen25-0.5b", "gemma3-1b"):
+    _full = GEOMETRIES[_name].get("text_config", GEOMETRIES[_name])
+    MODELS[_name] = ModelSpec(_name, shallow(_name, _full["num_hidden_layers"]),
+                              gemma_norms=_name.startswith("gemma"),
+                              description=f"{_name} geometry, every layer, re-drawn weights")
 
 
 def get(name: str) -> ModelSpec:
