@@ -27,7 +27,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
                                                           "vosti-sum64": "sum"}.get(mode)
     assert os.environ.get("VOSTI_PREFILL_FUSED_FROM") == ("512" if mode == "vosti-fused-prefill" else None)
     assert os.environ.get("VOSTI_MID_GEMM") == {"vosti-mid-gemm": "1", "vosti-no-mid-gemm": "0"}.get(mode)
-    assert os.environ.get("VOSTI_DEPENDENT_LAUNCH") == ("0" if mode == "vosti-no-pdl" else None)
+    assert os.environ.get("VOSTI_DEPENDENT_LAUNCH") == ("1" if mode == "vosti-pdl" else None)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 

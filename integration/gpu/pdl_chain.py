@@ -1,7 +1,7 @@
 """A whole decode step's layers with programmatic dependent launch (PDL) on and off, on a CUDA GPU (#18, #20).
 
     python integration/gpu/pdl_chain.py --models llama31-8b,qwen3-0.6b --batches 1,4,16 --out $OUT/pdl.json
-    python integration/gpu/pdl_chain.py --cpu-smoke --out /tmp/pdl.json      # logic check, no GPU (shipped only)
+    python integration/gpu/pdl_chain.py --cpu-smoke --out /tmp/pdl.json      # logic check, no GPU (no pdl only)
 
 Every decoder layer of a geometry (its own weights, so the step reads them from HBM as a served step does, not from
 L2), as vosti's kernels run a decode step: residual-add norm, qkv GEMM, q/k norm (Qwen3, Gemma-3), KV write, paged
@@ -9,14 +9,13 @@ attention (split path, grid for --max-model-len), o GEMM, norm(s), gate_up GEMM,
 and the lm_head left out. Captured as one CUDA graph and replayed.
 
 Variants (nothing shipped changes):
-- shipped: as launched today: with programmatic dependent launch (PDL) on a GPU of compute capability 9+
-  (vosti_plugin/ops/dependent_launch.py): each kernel may start while the one before it runs, and waits at its
-  first statement (`griddepcontrol.wait`) until that one has ended; the next kernel launches as this one's programs
-  exit.
-- no pdl: VOSTI_DEPENDENT_LAUNCH=0, every launch after the previous kernel ends (as before session 32).
-- early trigger: the kernels' sources with `griddepcontrol.launch_dependents` right after the wait: the next
-  kernel may launch as soon as every program of this one has started.
-Each variant's outputs after one replay from the same inputs are compared bit for bit with shipped's.
+- no pdl: as vosti launches by default: each kernel after the one before it has ended.
+- pdl: programmatic dependent launch (VOSTI_DEPENDENT_LAUNCH=1, vosti_plugin/ops/dependent_launch.py): each kernel
+  may start while the one before it runs and waits at its first statement (`griddepcontrol.wait`) until that one
+  has ended; the next kernel launches as this one's programs exit.
+- pdl early trigger: as pdl, the kernels' sources with `griddepcontrol.launch_dependents` right after the wait: the
+  next kernel may launch as soon as every program of this one has started.
+Each variant's outputs after one replay from the same inputs are compared bit for bit with the first variant's.
 """
 from __future__ import annotations
 
@@ -38,7 +37,7 @@ from vosti_plugin.ops.dependent_launch import ENV  # noqa: E402
 
 WAIT = "        tl.extra.cuda.gdc_wait()\n"
 TRIGGER = "        tl.extra.cuda.gdc_launch_dependents()\n"
-VARIANTS = ("shipped", "no pdl", "early trigger")
+VARIANTS = ("no pdl", "pdl", "pdl early trigger")
 
 
 def _set_source(kernel, src: str) -> None:
@@ -197,7 +196,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--out", default="")
-    ap.add_argument("--cpu-smoke", action="store_true", help="a 2-layer step through the interpreter, shipped only")
+    ap.add_argument("--cpu-smoke", action="store_true", help="a 2-layer step through the interpreter, no pdl only")
     args = ap.parse_args()
     cpu = args.cpu_smoke
     variants = [v for v in args.variants.split(",") if v]
@@ -207,7 +206,7 @@ def main() -> int:
     if cpu:
         args.models, args.batches, args.context, args.max_model_len, args.page_size, args.layers = \
             "qwen3-0.6b", "1", 40, 128, 16, 2
-        variants = ["shipped"]
+        variants = ["no pdl"]
     elif not torch.cuda.is_available():
         print("FAIL: no CUDA device")
         return 1
@@ -221,7 +220,7 @@ def main() -> int:
             for v in variants:
                 try:
                     os.environ[ENV] = "0" if v == "no pdl" else "1"
-                    if v == "early trigger":
+                    if v == "pdl early trigger":
                         with EarlyTrigger():
                             row["us"][v], row["digest"][v] = measure(step, out, args.repeats, cpu)
                     else:
@@ -230,7 +229,7 @@ def main() -> int:
                     row.setdefault("errors", {})[v] = f"{type(e).__name__}: {str(e)[-300:]}"
                 finally:
                     os.environ.pop(ENV, None)
-            row["bits_equal_shipped"] = {v: row["digest"][v] == row["digest"]["shipped"] for v in row["digest"]}
+            row["bits_equal_no_pdl"] = {v: row["digest"][v] == row["digest"][variants[0]] for v in row["digest"]}
             rows.append(row)
             print(json.dumps(row), flush=True)
             del step, out

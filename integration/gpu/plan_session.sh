@@ -27,7 +27,7 @@
 # (both of them and default in one harness run), harness-mid-gemm and bench-mid-gemm (#20: GEMMs of 64-255 rows in
 # 64-row tiles, the default, under the four classes (MID_GEMM_MODELS) and timed at batch 64-256 against VOSTI_MID_GEMM=0 (MID_GEMM_BATCHES)),
 # pdl-chain (no vLLM), pdl-gpu-test, bench-pdl (programmatic dependent launch: a decode step's layers, the GPU test,
-# end to end against VOSTI_DEPENDENT_LAUNCH=0 and stock default; #18, #20),
+# end to end against vosti without it and stock default; #18, #20),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
 # overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
@@ -226,16 +226,16 @@ for step in $STEPS; do
       env OUT="$R/bench-mid-gemm" MODEL=llama31-8b BENCH_MODES="${MID_GEMM_BENCH_MODES:-vosti vosti-no-mid-gemm default}" \
         CONTEXTS=${MID_GEMM_CONTEXTS:-1024} BATCHES=${MID_GEMM_BATCHES:-64,128,256} DECODE=128 REPEATS=1 MODE_TIMEOUT=300 \
         bash integration/gpu/session.sh bench > "$R/bench-mid-gemm.log" 2>&1; log "bench-mid-gemm done" ;;
-    pdl-chain)   # a decode step's layers with programmatic dependent launch (shipped), without, early trigger; no vLLM (#18, #20)
+    pdl-chain)   # a decode step's layers without programmatic dependent launch (shipped), with it, with an early trigger; no vLLM (#18, #20)
       timeout 400 python3 integration/gpu/pdl_chain.py --models ${PDL_CHAIN_MODELS:-qwen3-0.6b,qwen25-0.5b,gemma3-1b,llama31-8b,gemma3-4b} \
         --batches 1,4,16 --out "$R/pdl-chain/pdl_chain.json" > "$R/pdl-chain.log" 2>&1; log "pdl-chain rc=$?" ;;
     pdl-gpu-test)   # the dependent-launch GPU test (bits with and without it, a CUDA graph of norm + GEMM layers)
       timeout 300 python3 -m pytest -q -o addopts= -m gpu -s tests/test_dependent_launch.py > "$R/pdl-gpu-test.log" 2>&1
       log "pdl-gpu-test rc=$? $(tail -1 "$R/pdl-gpu-test.log")" ;;
-    bench-pdl)   # decode and prefill with programmatic dependent launch (vosti) vs without (vosti-no-pdl) vs stock default;
+    bench-pdl)   # decode and prefill with programmatic dependent launch (vosti-pdl) vs without (vosti) vs stock default;
       # PDL_MODELS (llama31-8b qwen3-0.6b), PDL_BATCHES (1,4,16), PDL_CONTEXTS (1024) (#18, #20)
       for m in ${PDL_MODELS:-llama31-8b qwen3-0.6b}; do
-        env OUT="$R/bench-pdl-$m" MODEL=$m BENCH_MODES="vosti vosti-no-pdl default" CONTEXTS=${PDL_CONTEXTS:-1024} \
+        env OUT="$R/bench-pdl-$m" MODEL=$m BENCH_MODES="vosti-pdl vosti default" CONTEXTS=${PDL_CONTEXTS:-1024} \
           BATCHES=${PDL_BATCHES:-1,4,16} DECODE=128 REPEATS=1 MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
           > "$R/bench-pdl-$m.log" 2>&1
       done; log "bench-pdl done" ;;

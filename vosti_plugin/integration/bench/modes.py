@@ -18,10 +18,10 @@ import os
 # vosti-fused-prefill: steps of 512+ tokens with a prefill run fused in taller tiles (VOSTI_PREFILL_FUSED_FROM=512).
 # vosti-mid-gemm: GEMMs of 64 to 255 rows in 64-row tiles (VOSTI_MID_GEMM=1, the default); vosti-no-mid-gemm:
 # in the decode tiles (VOSTI_MID_GEMM=0), as before.
-# vosti-no-pdl: kernels launched without programmatic dependent launch (VOSTI_DEPENDENT_LAUNCH=0), as before.
+# vosti-pdl: kernels launched with programmatic dependent launch (VOSTI_DEPENDENT_LAUNCH=1; off by default).
 MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
          "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "vosti-dot16", "vosti-sum64", "vosti-fused-prefill",
-         "vosti-mid-gemm", "vosti-no-mid-gemm", "vosti-no-pdl", "default", "bi")
+         "vosti-mid-gemm", "vosti-no-mid-gemm", "vosti-pdl", "default", "bi")
 FUSED_PREFILL_FROM = "512"
 _EAGER_STEP_GRID = {"vosti-step-grid": "1", "vosti-model-grid": "0"}
 _ASYNC = {"vosti-sync": False, "vosti-async": True}
@@ -47,8 +47,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_PREFILL_FUSED_FROM"] = FUSED_PREFILL_FROM
     if mode in _MID_GEMM:
         os.environ["VOSTI_MID_GEMM"] = _MID_GEMM[mode]
-    if mode == "vosti-no-pdl":
-        os.environ["VOSTI_DEPENDENT_LAUNCH"] = "0"
+    if mode == "vosti-pdl":
+        os.environ["VOSTI_DEPENDENT_LAUNCH"] = "1"
     if mode in _EAGER_STEP_GRID:
         os.environ["VOSTI_EAGER_STEP_GRID"] = _EAGER_STEP_GRID[mode]
     os.environ.setdefault("VLLM_ALLOW_INSECURE_SERIALIZATION", "1")   # apply_model across processes
