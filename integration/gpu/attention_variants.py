@@ -54,7 +54,10 @@ _COMBINE_HEADS = '''
 def _combine_heads_kernel(out_ptr, part_m_ptr, part_l_ptr, part_acc_ptr, seq_lens_ptr, query_start_loc_ptr,
                           num_seqs, num_q_heads, num_segments, window, stride_ot, stride_oh,
                           HEAD_DIM: tl.constexpr, HEAD_DIM_PAD: tl.constexpr, HEADS: tl.constexpr,
-                          SEGMENT: tl.constexpr, SEQ_SCAN_CHUNK: tl.constexpr, USE_WINDOW: tl.constexpr):
+                          SEGMENT: tl.constexpr, SEQ_SCAN_CHUNK: tl.constexpr, USE_WINDOW: tl.constexpr,
+                          PDL: tl.constexpr = False):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
     token = tl.program_id(0)
     heads = tl.program_id(1) * HEADS + tl.arange(0, HEADS)
     head_ok = heads < num_q_heads
@@ -104,10 +107,10 @@ _COMBINE_LAUNCH_OLD = "        _combine_segments_kernel[(num_tokens, num_q_heads
 def _combine_heads_edits(heads: int, warps: int) -> tuple[list[tuple[str, str]], bool]:
     return ([(_COMBINE_LAUNCH_OLD, f"        _combine_heads_kernel[(num_tokens, triton.cdiv(num_q_heads, {heads}))](\n"),
              ("            SEGMENT=config.segment,\n            SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,\n"
-              "            USE_WINDOW=use_window,\n            num_warps=1,",
+              "            USE_WINDOW=use_window,\n            PDL=pdl,\n            num_warps=1,",
               f"            HEADS={heads},\n            SEGMENT=config.segment,\n"
               f"            SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK,\n            USE_WINDOW=use_window,\n"
-              f"            num_warps={warps},"),
+              f"            PDL=pdl,\n            num_warps={warps},"),
              ("\n\ndef num_kv_segments", _COMBINE_HEADS + "\n\ndef num_kv_segments")], True)
 
 
@@ -140,7 +143,7 @@ _M128 = {"block_m": 128, "num_warps": 8}
 _DOT = {"row_sums_by_dot": True}
 
 _WHOLE_LOOP = "            for tile in range(tile_begin, whole_end):\n"  # the unmasked loop (tiles every row sees whole)
-_LAUNCH_NO_FMA = "        enable_fp_fusion=False,\n    )\n\n\ndef paged_attention("
+_LAUNCH_NO_FMA = "        enable_fp_fusion=False,\n        launch_pdl=pdl,\n    )\n\n\ndef paged_attention("
 
 
 def _whole_loop(**options) -> list[tuple[str, str]]:
@@ -198,7 +201,7 @@ VARIANTS: dict[str, tuple] = {
     "fp fusion on (other bits)": ([(_LAUNCH_NO_FMA, _LAUNCH_NO_FMA.replace("False", "True"))], False),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
     "upper bound: identity pages": ([(_PAGE_LOAD, "                page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
-    "upper bound: no combine": ([("    if not fused:\n        guard.check(_combine", "    if False:\n        guard.check(_combine")],
+    "upper bound: no combine": ([("    if not fused:\n        pdl = dependent_launch.enabled(out)\n", "    if False:\n        pdl = False\n")],
                                 False),
 }
 
