@@ -13,6 +13,8 @@ over all their values), so the unit of work is a group: kernel x goal x values o
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import inspect
 import json
@@ -429,34 +431,22 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers, *, w
         for r in results:
             progress(r)
     summaries: dict[int, tuple[dict, bool]] = {}
-    todo = []
-    for i, grp in enumerate(groups):
-        path = cache_dir / f"{grp.cache_key}.json"
-        if path.exists():
-            summaries[i] = (json.loads(path.read_text()), True)
-        else:
-            todo.append(i)
-    # largest groups first, so the last proofs to finish are short ones (both cores stay busy)
-    todo.sort(key=lambda i: -len(groups[i].members))
+
+    def uncached(indices) -> list[int]:
+        todo = []
+        for i in indices:
+            path = cache_dir / f"{groups[i].cache_key}.json"
+            if path.exists():
+                summaries[i] = (json.loads(path.read_text()), True)
+            else:
+                todo.append(i)
+        return todo
+
+    todo = uncached(range(len(groups)))
     if todo:
-        n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
-        if multiprocessing.current_process().daemon:
-            n = 1   # a daemonic process (vLLM's workers) may not start a pool: prove in this process
-
-        def finished(done: int, i: int, out: dict) -> None:
-            _write_atomic(cache_dir / f"{groups[i].cache_key}.json", json.dumps(out))  # kept if interrupted
-            summaries[i] = (out, False)
-            if on_group:
-                on_group(done, len(todo), groups[i], out)
-
-        if n > 1:
-            with ProcessPoolExecutor(n) as pool:
-                pending = {pool.submit(_run_group, groups[i].task): i for i in todo}
-                for done, fut in enumerate(as_completed(pending), 1):
-                    finished(done, pending[fut], fut.result())
-        else:
-            for done, i in enumerate(todo, 1):
-                finished(done, i, _run_group(groups[i].task))
+        with _proving(cache_dir):
+            todo = uncached(todo)   # what another process proved while this one waited is read, not proved again
+            _prove(groups, todo, summaries, cache_dir, workers, on_group)
     results += _launch_results(kernel, progress)
     for i, grp in enumerate(groups):
         out, cached = summaries[i]
@@ -467,6 +457,45 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers, *, w
             if progress:
                 progress(r)
     return results
+
+
+@contextlib.contextmanager
+def _proving(cache_dir: Path):
+    """One process at a time proves into a cache directory: engine processes that start together (a server's
+    workers, a test run's engines) would otherwise each prove the same missing groups on the same cores."""
+    with open(cache_dir / ".proving.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _prove(groups: list[Group], todo: list[int], summaries: dict, cache_dir: Path, workers: int | None,
+           on_group) -> None:
+    """Prove the groups `todo` (largest first, so the last proofs to finish are short ones and both cores stay
+    busy), each one's summary written to the cache as it finishes (kept if interrupted)."""
+    if not todo:
+        return
+    todo = sorted(todo, key=lambda i: -len(groups[i].members))
+    n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
+    if multiprocessing.current_process().daemon:
+        n = 1   # a daemonic process (vLLM's workers) may not start a pool: prove in this process
+
+    def finished(done: int, i: int, out: dict) -> None:
+        _write_atomic(cache_dir / f"{groups[i].cache_key}.json", json.dumps(out))
+        summaries[i] = (out, False)
+        if on_group:
+            on_group(done, len(todo), groups[i], out)
+
+    if n > 1:
+        with ProcessPoolExecutor(n) as pool:
+            pending = {pool.submit(_run_group, groups[i].task): i for i in todo}
+            for done, fut in enumerate(as_completed(pending), 1):
+                finished(done, pending[fut], fut.result())
+    else:
+        for done, i in enumerate(todo, 1):
+            finished(done, i, _run_group(groups[i].task))
 
 
 def _launch_results(kernel: str | None, progress) -> list[Result]:
