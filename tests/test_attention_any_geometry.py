@@ -72,6 +72,8 @@ def _views(outputs):
     return [[sorted((t, lp.logprob) for t, lp in step.items()) for step in o.outputs[0].logprobs] for o in outputs]
 
 
+# Each geometry's engine proves its attention configs first: 3-4 minutes each on 2 cores with a cold proof cache.
+@pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.parametrize("queries_per_kv, head_dim", GEOMETRIES)
 def test_vllm_serves_geometry_bitwise_and_matches_reference(tmp_path, queries_per_kv, head_dim):

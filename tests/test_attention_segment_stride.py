@@ -12,7 +12,8 @@ from vosti_plugin.attention.config import AttentionLaunchConfig
 from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch, random_request, run_paged_batch
 from vosti_plugin.integration.reference_attention import reference_attention
 
-pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+# two and a half minutes of interpreted kernels on 2 cores
+pytestmark = [pytest.mark.filterwarnings("ignore::RuntimeWarning"), pytest.mark.slow]
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 HEAD_DIM = 16

@@ -51,6 +51,7 @@ def test_each_cause_is_named_once_and_its_fix_makes_the_check_pass(case):
     assert run_check(facts_with_fixes(dataclasses.replace(GOOD, **change), causes)) == []
 
 
+@pytest.mark.slow   # proves the attention configs of the page sizes it tries: a minute and a half cold on 2 cores
 def test_page_fix_names_a_page_size_that_works_for_this_dtype_and_head_size():
     [cause] = run_check(dataclasses.replace(GOOD, page_size=48))
     assert "multiple of 16" not in cause.fix and "--block-size 64" in cause.fix

@@ -191,6 +191,7 @@ def test_image_inputs_are_refused_at_launch_with_the_named_reason(checkpoints):
     assert "Gemma3ForConditionalGeneration" in message, message
 
 
+@pytest.mark.slow   # two engines, a minute and a half on 2 cores
 def test_text_tower_of_the_multimodal_checkpoint_serves_the_text_checkpoints_bits(checkpoints):
     from vosti_plugin.launch.log import vosti_logger
 
