@@ -92,3 +92,18 @@ def test_split_and_fused_paths_give_identical_rows(target, window, seed):
     fused = run_paged_batch(batch, CONFIG, scale=0.4, sliding_window=window, soft_cap=3.0, path="fused")
     for a, b in zip(split, fused):
         assert bitwise_equal(a, b)
+
+
+@SETTINGS
+@given(target=kv_and_q, neighbours=st.lists(kv_and_q, max_size=2), window=windows,
+       path=st.sampled_from(["split", "fused"]), seed=st.integers(0, 10_000))
+def test_page_size_moves_no_bit(target, neighbours, window, path, seed):
+    """The same requests in pages of a KV tile, half a tile (a tile spans pages) and two tiles (a page holds
+    tiles): the same rows bit for bit (the tile grid follows positions, not pages)."""
+    requests = [make_request(*target, seed=seed)] + [make_request(kv, q, seed=seed + 1 + i)
+                                                      for i, (kv, q) in enumerate(neighbours)]
+    rows = {page: run_paged_batch(build_paged_batch(requests, page_size=page, seed=seed + page, padding_rows=1),
+                                  CONFIG, scale=0.4, sliding_window=window, path=path)
+            for page in (CONFIG.block_n // 2, CONFIG.block_n, 2 * CONFIG.block_n)}
+    for page in (CONFIG.block_n // 2, 2 * CONFIG.block_n):
+        assert all(bitwise_equal(a, b) for a, b in zip(rows[CONFIG.block_n], rows[page]))

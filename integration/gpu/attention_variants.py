@@ -151,6 +151,42 @@ def _whole_loop(**options) -> list[tuple[str, str]]:
     return [(_WHOLE_LOOP, f"            for tile in tl.range(tile_begin, whole_end{args}):\n")]
 
 
+# A KV tile inside one page (PAGE_SIZE a multiple of BLOCK_N: vosti's default page of 64 on CUDA): one block-table
+# entry per tile and a scalar page base added to loop-invariant in-tile offsets, where the shipped loops look up a
+# page and form a 64-bit address per key. Same keys read, so the same bits. H100, session 33: the hoisted offsets
+# cost registers (spills 22 -> 60 B on Llama) and the kernel 3-11 % (prefill and decode); formed inside the loop
+# from the scalar base, -3 % to +7 % (results/h100-s33).
+_TILE_OFFSETS_BEFORE = "    block_table_row = block_table_ptr + seq.to(tl.int64) * stride_bt\n"
+_TILE_OFFSETS = _TILE_OFFSETS_BEFORE + (
+    "    k_tile_offsets = tl.arange(0, BLOCK_N)[:, None] * stride_kp + dims[None, :]\n"
+    "    v_tile_offsets = tl.arange(0, BLOCK_N)[:, None] * stride_vp + dims[None, :]\n")
+
+
+def _one_page_tile(masked: bool) -> tuple[str, str]:
+    mask = ", mask=key_valid, other=0" if masked else ""
+    kv_mask = "key_valid[:, None] & dim_ok[None, :]" if masked else "dim_ok[None, :]"
+    old = (f"                page = tl.load(block_table_row + key_pos // PAGE_SIZE{mask}).to(tl.int64)\n"
+           "                in_page = key_pos % PAGE_SIZE\n"
+           "                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
+           "                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
+           f"                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask={kv_mask}")
+    new = ("                page = tl.load(block_table_row + tile * BLOCK_N // PAGE_SIZE).to(tl.int64)\n"
+           "                first_in_page = (tile * BLOCK_N) % PAGE_SIZE\n"
+           "                k_base = page * stride_kb + first_in_page * stride_kp + kv_head * stride_kh\n"
+           "                v_base = page * stride_vb + first_in_page * stride_vp + kv_head * stride_vh\n"
+           f"                k = tl.load(k_ptr + k_base + k_tile_offsets, mask={kv_mask}")
+    return old, new
+
+
+def _one_page_values(masked: bool) -> tuple[str, str]:
+    kv_mask = "key_valid[:, None] & dim_ok[None, :]" if masked else "dim_ok[None, :]"
+    return (f"                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask={kv_mask}",
+            f"                v = tl.load(v_ptr + v_base + v_tile_offsets, mask={kv_mask}")
+
+
+_ONE_PAGE_TILES = [(_TILE_OFFSETS_BEFORE, _TILE_OFFSETS), _one_page_tile(False), _one_page_values(False),
+                   _one_page_tile(True), _one_page_values(True)]
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -168,6 +204,8 @@ VARIANTS: dict[str, tuple] = {
     # combine as a FOLD launch; prefill steps fused in taller tiles
     "FOLD combine": ([], True, {"fold": True}),
     "fused prefill, FOLD combine": ([], True, {"fold": True, "prefill_fused": True}),
+    "FOLD combine, 4 warps": ([], True, {"fold": True, "fold_warps": 4}),
+    "FOLD combine, 8 warps": ([], True, {"fold": True, "fold_warps": 8}),
     # tile height changes prefill bits on the H200 (session 19, Gemma-3-4B heads): decode-only candidates
     "tiles of 16 rows": ([], False, {"block_m": 16}),
     "tiles of 16 rows, 3 stages": ([], False, {"block_m": 16, "num_stages": 3}),
@@ -200,6 +238,8 @@ VARIANTS: dict[str, tuple] = {
                                                                         {**_DOT, **_M128, "fused_only": True}),
     "fp fusion on (other bits)": ([(_LAUNCH_NO_FMA, _LAUNCH_NO_FMA.replace("False", "True"))], False),
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
+    "KV tile in one page": (_ONE_PAGE_TILES, True),
+    "KV tile in one page, fused prefill, FOLD combine": (_ONE_PAGE_TILES, True, {"fold": True, "prefill_fused": True}),
     "upper bound: identity pages": ([(_PAGE_LOAD, "                page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
     "upper bound: no combine": ([("    if not fused:\n        pdl = dependent_launch.enabled(out)\n", "    if False:\n        pdl = False\n")],
                                 False),
@@ -238,6 +278,8 @@ def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int):
     replace the shipped config's."""
     fields = dict(fields)
     fold = fold_config(config, head_dim) if fields.pop("fold", False) else None
+    if "fold_warps" in fields:
+        fold = dataclasses.replace(fold, num_warps=fields.pop("fold_warps"))
     if fields.pop("prefill_fused", False) and mode == "prefill":
         return prefill_config(config, head_dim), "fused", None
     return variant_config(config, fields, path), path, fold if path == "split" else None
@@ -325,6 +367,8 @@ def main() -> int:
                     help="batches of the decode cases, e.g. 16,64 (a batch-64 step is where decode tiles' padding rows cost most)")
     ap.add_argument("--decode-only", action="store_true", help="leave out the prefill cases")
     ap.add_argument("--decode-contexts", default="1024,8192", help="KV lengths of the decode cases, e.g. 1024,32768")
+    ap.add_argument("--page", type=int, default=None,
+                    help="page size (default: vLLM's block size with vosti, 64 on CUDA; 16 for --cpu-smoke)")
     args = ap.parse_args()
 
     def positive_ints(option: str, text: str, what: str, example: str) -> tuple[int, ...]:
@@ -339,7 +383,7 @@ def main() -> int:
     decode_batches = positive_ints("--decode-batches", args.decode_batches, "batch sizes", "16,64")
     decode_contexts = positive_ints("--decode-contexts", args.decode_contexts, "KV lengths", "1024,32768")
     if args.variants:
-        keep = {"shipped", *args.variants.split(";" if ";" in args.variants else ",")}
+        keep = {"shipped", *(v for v in args.variants.split(";" if ";" in args.variants else ",") if v)}
         unknown = keep - set(VARIANTS)
         if unknown:
             ap.error(f"unknown variants {sorted(unknown)}; known: {sorted(VARIANTS)}")
@@ -356,7 +400,7 @@ def main() -> int:
     report: dict = {"device": torch.cuda.get_device_name() if not smoke else "cpu (interpreter)",
                     "geometry": args.geometry, "cases": {}}
     t0 = time.time()
-    page = 16 if smoke else 64  # vLLM's block size with vosti on CUDA
+    page = args.page or (16 if smoke else 64)  # 64: vLLM's block size with vosti on CUDA
     chosen = cases(smoke, device, dtype, args.geometry, decode_batches, args.decode_only, decode_contexts)
     for case, requests, max_model_len, mode, path, window in chosen:
         batch = build_paged_batch(requests, page_size=page, seed=7)
