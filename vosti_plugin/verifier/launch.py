@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vosti_plugin.verifier import serial
+from vosti_plugin.verifier.frontend import DEPENDENCY_WAIT_FLAG
 from vosti_plugin.verifier.report import Obligation
 
 TUNERS = {"autotune": "@triton.autotune picks the config at run time by timing candidates keyed on the arguments",
@@ -40,7 +41,6 @@ CONFIG_KWARGS = {"num_warps"}
 # The dependent-launch gate (vosti_plugin/ops/dependent_launch.py): the front end admits it only as the gate of the
 # kernel's opening wait, which it drops, so it selects no computation and the launch guard need not see it; a launch
 # that asks for PDL (`launch_pdl=`) must pass the kernel's PDL the same expression (the wait is then compiled in).
-DEPENDENCY_WAIT_FLAG = "PDL"
 
 
 @dataclass(frozen=True)
