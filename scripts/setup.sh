@@ -18,7 +18,7 @@ fi
 $py -c "import vllm, vosti_plugin; print('[setup] vllm', vllm.__version__, '+ vosti-plugin', vosti_plugin.__version__)"
 $py -m vosti_plugin.cli model >/dev/null
 # vosti refuses to launch kernel configs the verifier has not proved; prove the catalog once (cached by
-# kernel source hash + config; about 4 minutes on a 2-core machine the first time, under a second after).
+# kernel source hash + config; 8-17 minutes on a 2-core machine the first time, under a second after).
 echo "[setup] proving the kernel catalog with Z3 (minutes the first time on 2 cores; cached afterwards)"
 t0=$(date +%s)
 $py -m vosti_plugin.cli verify --json "${VOSTI_CACHE_DIR:-$HOME/.cache/vosti}/verify.json" > /dev/null || {
