@@ -275,7 +275,7 @@ def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int):
     replace the shipped config's."""
     fields = dict(fields)
     fold = fold_config(config, head_dim) if fields.pop("fold", False) else None
-    if "fold_warps" in fields:
+    if "fold_warps" in fields:   # the FOLD combine's warps (variants with "fold")
         fold = dataclasses.replace(fold, num_warps=fields.pop("fold_warps"))
     if fields.pop("prefill_fused", False) and mode == "prefill":
         return prefill_config(config, head_dim), "fused", None

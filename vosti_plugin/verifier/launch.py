@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vosti_plugin.verifier import serial
+# The dependent-launch gate (vosti_plugin/ops/dependent_launch.py): the front end admits it only as the gate of the
+# kernel's opening wait, which it drops, so it selects no computation and the launch guard need not see it; a launch
+# that asks for PDL (`launch_pdl=`) must pass the kernel's PDL the same expression (the wait is then compiled in).
 from vosti_plugin.verifier.frontend import DEPENDENCY_WAIT_FLAG
 from vosti_plugin.verifier.report import Obligation
 
@@ -38,9 +41,6 @@ TUNERS = {"autotune": "@triton.autotune picks the config at run time by timing c
 BATCH_PARAM = re.compile(r"^(max_seq_?len\w*|max_seqlen\w*|num_tokens|num_seqs|num_reqs|batch\w*|n_rows|rows)$")
 SOURCE_METHODS = {"numel", "item", "max", "tolist", "sum"}
 CONFIG_KWARGS = {"num_warps"}
-# The dependent-launch gate (vosti_plugin/ops/dependent_launch.py): the front end admits it only as the gate of the
-# kernel's opening wait, which it drops, so it selects no computation and the launch guard need not see it; a launch
-# that asks for PDL (`launch_pdl=`) must pass the kernel's PDL the same expression (the wait is then compiled in).
 
 
 @dataclass(frozen=True)
