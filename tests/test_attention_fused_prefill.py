@@ -10,9 +10,9 @@ from vosti_plugin.integration.reference_attention import reference_attention
 
 
 @pytest.mark.parametrize("head_dim, q_heads, kv_heads, dtype, prefill, fold", [
-    (128, 32, 8, torch.bfloat16, (128, 32, 8), (4, 1, 1)),     # Llama-3.1-8B: 64 rows on 4 warps -> 128 on 8
-    (256, 8, 4, torch.bfloat16, (64, 32, 8), (2, 1, 1)),       # Gemma-3-4B: already 8 warps, head dim 256: kept
-    (128, 28, 4, torch.bfloat16, (128, 16, 8), (8, 1, 2)),     # Qwen2.5-7B: 7 queries a KV head, a group of 8
+    (128, 32, 8, torch.bfloat16, (128, 32, 8), (4, 1, 8)),     # Llama-3.1-8B: 64 rows on 4 warps -> 128 on 8
+    (256, 8, 4, torch.bfloat16, (64, 32, 8), (2, 1, 8)),       # Gemma-3-4B: already 8 warps, head dim 256: kept
+    (128, 28, 4, torch.bfloat16, (128, 16, 8), (8, 1, 8)),     # Qwen2.5-7B: 7 queries a KV head, a group of 8
     (128, 64, 1, torch.bfloat16, (128, 2, 8), (64, 1, 8)),     # a group of 64
     (32, 4, 2, torch.float32, (64, 32, 8), (2, 1, 1)),         # the CPU interpreter's 32-row tiles
 ])

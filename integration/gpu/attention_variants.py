@@ -202,7 +202,7 @@ VARIANTS: dict[str, tuple] = {
     "FOLD combine": ([], True, {"fold": True}),
     "fused prefill, FOLD combine": ([], True, {"fold": True, "prefill_fused": True}),
     "FOLD combine, 4 warps": ([], True, {"fold": True, "fold_warps": 4}),
-    "FOLD combine, 8 warps": ([], True, {"fold": True, "fold_warps": 8}),
+    "FOLD combine, 1 warp": ([], True, {"fold": True, "fold_warps": 1}),   # config.fold_config's warps before s34
     # tile height changes prefill bits on the H200 (session 19, Gemma-3-4B heads): decode-only candidates
     "tiles of 16 rows": ([], False, {"block_m": 16}),
     "tiles of 16 rows, 3 stages": ([], False, {"block_m": 16, "num_stages": 3}),

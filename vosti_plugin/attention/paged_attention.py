@@ -201,8 +201,10 @@ _FED_PARTIALS = tuple(
             "QUERIES_PER_KV <= GROUP", "BLOCK_Q >= 1", "BLOCK_M == BLOCK_Q * GROUP", "BLOCK_N >= 1",
             "SEGMENT % BLOCK_N == 0"),
 )
-# num_segments follows an eager step's longest sequence (VOSTI_EAGER_STEP_GRID): one compiled kernel for every value
-@triton.jit(do_not_specialize=["num_segments"])
+# num_seqs is the step's batch and num_segments follows an eager step's longest sequence (VOSTI_EAGER_STEP_GRID):
+# one compiled kernel for every value. Specialized, a batch of 1 or a multiple of 16 would compile its own kernel
+# the first time a step has it, after the engine's warm-up (a latency spike while serving).
+@triton.jit(do_not_specialize=["num_seqs", "num_segments"])
 def _paged_attention_segments_kernel(
     q_ptr,
     k_ptr,
@@ -422,7 +424,7 @@ def _paged_attention_segments_kernel(
     assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM"),
     bounds=tuple(f"(HQ - 1) * {S}.stride_oh < 2147483648" for S in "LR"),
 )
-@triton.jit(do_not_specialize=["num_segments"])
+@triton.jit(do_not_specialize=["num_seqs", "num_segments"])  # as the segments kernel's
 def _combine_segments_kernel(
     out_ptr,
     part_m_ptr,

@@ -1,0 +1,90 @@
+"""Each attention launch config compiles once, whatever a step's batch (GPU).
+
+Triton specializes an integer argument that equals 1 or is a multiple of 16, so a kernel taking the step's number
+of sequences as a plain int compiles a new kernel the first time a step has 1, 16 or 2 sequences. vLLM's warm-up
+runs the prefill tiles at one batch only (the profile step), so the first real prefill of another batch compiled
+while serving: `Triton kernel JIT compilation during inference: _paged_attention_segments_kernel` in every
+Gemma-3-4B engine of session 34 (`integration/results/h100-s34/`). The kernels take `num_seqs` unspecialized;
+these tests count the compiles Triton reports (`knobs.runtime.jit_post_compile_hook`) over steps of 1-33
+sequences on each launch path, and show the count moves for a kernel that specializes it."""
+import contextlib
+
+import pytest
+import torch
+
+from vosti_plugin.attention import paged_attention as kernels
+from vosti_plugin.attention.config import decode_config, fold_config, prefill_config, select_config
+from vosti_plugin.attention.paged_batch import build_paged_batch, random_request, run_paged_batch
+
+BATCHES = (2, 1, 16, 3, 32, 33)   # generic, 1, multiple of 16: each a variant where num_seqs is specialized
+
+
+@contextlib.contextmanager
+def _compiles():
+    """The kernel names Triton compiles inside the block, one entry per compile, with the argument types."""
+    import triton
+
+    seen: list[str] = []
+    previous = triton.knobs.runtime.jit_post_compile_hook
+
+    def hook(*, repr, **_):
+        seen.append(repr)
+        return previous(repr=repr, **_) if previous else None
+
+    triton.knobs.runtime.jit_post_compile_hook = hook
+    try:
+        yield seen
+    finally:
+        triton.knobs.runtime.jit_post_compile_hook = previous
+
+
+def _launches(head_dim, q_heads, kv_heads, window):
+    """(name, config, kwargs of run_paged_batch, query rows a sequence) of every path a deployment launches."""
+    config = select_config(head_dim, q_heads, kv_heads, 64, torch.bfloat16)
+    common = {"sliding_window": window}
+    return [
+        ("prefill, split", config, {**common, "path": "split"}, 40),
+        ("decode tiles, split", decode_config(config, 16), {**common, "path": "split"}, 1),
+        ("decode, FOLD combine", config, {**common, "path": "split", "fold": fold_config(config, head_dim)}, 1),
+        ("prefill, fused", prefill_config(config, head_dim), {**common, "path": "fused"}, 40),
+    ]
+
+
+def _compiles_after_the_first_step(head_dim, q_heads, kv_heads, window):
+    """{path: compiles seen in the steps after each path's first} over steps of BATCHES sequences."""
+    after = {}
+    for name, config, kwargs, q_len in _launches(head_dim, q_heads, kv_heads, window):
+        counts = []
+        for b, num_seqs in enumerate(BATCHES):
+            requests = [random_request(300 + 37 * s, q_len, q_heads, kv_heads, head_dim, seed=b * 100 + s,
+                                       dtype=torch.bfloat16, device="cuda") for s in range(num_seqs)]
+            batch = build_paged_batch(requests, page_size=64, seed=b)
+            with _compiles() as seen:
+                run_paged_batch(batch, config, scale=head_dim ** -0.5, **kwargs)
+                torch.cuda.synchronize()
+            counts.append(seen)
+        after[name] = [r for seen in counts[1:] for r in seen]
+    return after
+
+
+GEOMETRIES = [(128, 32, 8, None), (256, 8, 4, 1024)]   # Llama-3.1-8B heads; Gemma-3-4B's window layer
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("head_dim, q_heads, kv_heads, window", GEOMETRIES)
+def test_gpu_attention_compiles_once_whatever_the_batch(head_dim, q_heads, kv_heads, window):
+    after = _compiles_after_the_first_step(head_dim, q_heads, kv_heads, window)
+    assert after == {name: [] for name in after}, after
+
+
+@pytest.mark.gpu
+def test_gpu_a_kernel_that_specializes_the_batch_compiles_again(monkeypatch):
+    """The count can move: the same kernels with num_seqs specialized compile again as the batch changes."""
+    import triton
+
+    for attr in ("_paged_attention_segments_kernel", "_combine_segments_kernel"):
+        shipped = getattr(kernels, attr)
+        monkeypatch.setattr(kernels, attr, triton.jit(shipped.fn, do_not_specialize=["num_segments"]))
+    after = _compiles_after_the_first_step(*GEOMETRIES[0])
+    assert all(after.values()), after
+    assert all("num_seqs" in r for seen in after.values() for r in seen)
