@@ -203,6 +203,10 @@ VARIANTS: dict[str, tuple] = {
     "fused prefill, FOLD combine": ([], True, {"fold": True, "prefill_fused": True}),
     "FOLD combine, 4 warps": ([], True, {"fold": True, "fold_warps": 4}),
     "FOLD combine, 1 warp": ([], True, {"fold": True, "fold_warps": 1}),   # config.fold_config's warps before s34
+    # a FOLD program walks a row's segments one after another (the combine kernel: a program a query head, 4x the
+    # programs at Llama's group): do more stages keep more of the walk's loads in flight?
+    "FOLD combine, 3 stages": ([], True, {"fold": True, "fold_stages": 3}),
+    "FOLD combine, 4 stages": ([], True, {"fold": True, "fold_stages": 4}),
     # tile height changes prefill bits on the H200 (session 19, Gemma-3-4B heads): decode-only candidates
     "tiles of 16 rows": ([], False, {"block_m": 16}),
     "tiles of 16 rows, 3 stages": ([], False, {"block_m": 16, "num_stages": 3}),
@@ -275,8 +279,10 @@ def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int):
     replace the shipped config's."""
     fields = dict(fields)
     fold = fold_config(config, head_dim) if fields.pop("fold", False) else None
-    if "fold_warps" in fields:   # the FOLD combine's warps (variants with "fold")
+    if "fold_warps" in fields:   # the FOLD combine's warps and software-pipeline stages (variants with "fold")
         fold = dataclasses.replace(fold, num_warps=fields.pop("fold_warps"))
+    if "fold_stages" in fields:
+        fold = dataclasses.replace(fold, num_stages=fields.pop("fold_stages"))
     if fields.pop("prefill_fused", False) and mode == "prefill":
         return prefill_config(config, head_dim), "fused", None
     return variant_config(config, fields, path), path, fold if path == "split" else None

@@ -7,7 +7,7 @@
 # (wgmma-sized tiles with smaller segments first: what long-context decode and window layers need),
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # geometries-launch (a real vLLM engine per geometry, 2 layers, 4 at once: accepted yes/no, launch and generate s, #18),
-# harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, bench-step-budget (#20: engine steps of 8192/16384 tokens), harness-base (Llama + Gemma, gpu-quick), smoke-bench,
+# harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, bench-step-budget (#20: engine steps of 8192/16384 tokens), harness-base (Llama + Gemma, gpu-quick; HARNESS_MODES, e.g. vosti,vosti-fused-prefill,default), smoke-bench,
 # harness-32k (harness-base at a 32K max_model_len), compiles-once (no vLLM: tests/test_attention_compiles_once.py), attention-stride (split programs a
 # SPLIT_SEGMENT_STRIDE apart: decode attention time and bits, no vLLM), harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), gemm-block-m (#18, no vLLM; GEMM_M: activation rows), gemm-paths (#20, no vLLM: decode vs mid vs tall tiles at 32-511 rows), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
@@ -95,7 +95,7 @@ for step in $STEPS; do
         --models ${HARNESS_MODELS:-llama32-3b-l8,qwen25-7b-l8,phi3-mini-l8,llama32-1b-l8} --worker-timeout 840 \
         --out "$R/harness-new" > "$R/harness-new.log" 2>&1; log "harness-new rc=$?" ;;
     harness-base)
-      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti,default --per-gpu ${HARNESS_PER_GPU:-4} \
+      timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes ${HARNESS_MODES:-vosti,default} --per-gpu ${HARNESS_PER_GPU:-4} \
         --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-base" > "$R/harness-base.log" 2>&1
       log "harness-base rc=$?" ;;
     harness-32k)   # harness-base under a 32K max_model_len: graph decode steps' split programs take several segments each
