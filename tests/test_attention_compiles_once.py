@@ -5,8 +5,9 @@ of sequences as a plain int compiles a new kernel the first time a step has 1, 1
 runs the prefill tiles at one batch only (the profile step), so the first real prefill of another batch compiled
 while serving: `Triton kernel JIT compilation during inference: _paged_attention_segments_kernel` in every
 Gemma-3-4B engine of session 34 (`integration/results/h100-s34/`). The kernels take `num_seqs` unspecialized;
-these tests count the compiles Triton reports (`knobs.runtime.jit_post_compile_hook`) over steps of 1-33
-sequences on each launch path, and show the count moves for a kernel that specializes it."""
+and the split workspace places l and acc 16 bytes apart from any step's size. These tests count the compiles Triton
+reports (`knobs.runtime.jit_post_compile_hook`) over steps of 1-33 sequences on each launch path, and show the count
+moves for a kernel that specializes `num_seqs`; the workspace's layout is checked on any machine."""
 import contextlib
 
 import pytest
@@ -58,7 +59,8 @@ def _compiles_after_the_first_step(head_dim, q_heads, kv_heads, window):
         for b, num_seqs in enumerate(BATCHES):
             requests = [random_request(300 + 37 * s, q_len, q_heads, kv_heads, head_dim, seed=b * 100 + s,
                                        dtype=torch.bfloat16, device="cuda") for s in range(num_seqs)]
-            batch = build_paged_batch(requests, page_size=64, seed=b)
+            width = 40 - max(-(-r.kv_len // 64) for r in requests)   # vLLM's block table: one width a deployment
+            batch = build_paged_batch(requests, page_size=64, seed=b, spare_table_columns=width)
             with _compiles() as seen:
                 run_paged_batch(batch, config, scale=head_dim ** -0.5, **kwargs)
                 torch.cuda.synchronize()
@@ -67,7 +69,9 @@ def _compiles_after_the_first_step(head_dim, q_heads, kv_heads, window):
     return after
 
 
-GEOMETRIES = [(128, 32, 8, None), (256, 8, 4, 1024)]   # Llama-3.1-8B heads; Gemma-3-4B's window layer
+# Llama-3.1-8B heads; Gemma-3-4B's window layer; Qwen2.5-0.5B's 14 query heads (a step of an odd number of tokens and
+# segments has an odd number of partial rows: where the workspace puts l and acc must not follow it)
+GEOMETRIES = [(128, 32, 8, None), (256, 8, 4, 1024), (64, 14, 2, None)]
 
 
 @pytest.mark.gpu
@@ -88,3 +92,23 @@ def test_gpu_a_kernel_that_specializes_the_batch_compiles_again(monkeypatch):
     after = _compiles_after_the_first_step(*GEOMETRIES[0])
     assert all(after.values()), after
     assert all("num_seqs" in r for seen in after.values() for r in seen)
+
+
+def test_the_split_workspace_starts_l_and_acc_on_16_bytes_whatever_the_step(monkeypatch):
+    """CPU: the partials' pointers the segments kernel gets, for steps whose partial rows are odd."""
+    seen = []
+
+    def record(*args, **kwargs):
+        part_m, part_l, part_acc = args[8:11]
+        seen.append((part_m.data_ptr(), part_l.data_ptr(), part_acc.data_ptr(), part_m.numel()))
+
+    monkeypatch.setattr(kernels, "_launch_segments", record)
+    config = select_config(32, 14, 2, 16, torch.float32)
+    for num_seqs in (1, 3):
+        requests = [random_request(20 + s, 1, 14, 2, 32, seed=s) for s in range(num_seqs)]
+        batch = build_paged_batch(requests, page_size=16)
+        workspace = torch.empty(10_000, dtype=torch.float32)
+        run_paged_batch(batch, config, scale=0.3, workspace=workspace)
+    assert any(rows % 4 for *_, rows in seen)   # steps whose rows alone would not keep 16 bytes
+    for m, l, acc, rows in seen:
+        assert (l - m) % 16 == 0 and (acc - m) % 16 == 0 and l - m >= 4 * rows and acc - l >= 4 * rows

@@ -200,9 +200,10 @@ def prefill_config(config: AttentionLaunchConfig, head_dim: int) -> AttentionLau
 
 def fold_config(config: AttentionLaunchConfig, head_dim: int) -> AttentionLaunchConfig:
     """The FOLD combine's launch of a config: one token's query heads per program (as the combine kernel's one row),
-    a warp for every 64 fp32 of the tile's (rows x head dim) partial, at most 8. A program walks a row's segments one
-    after another, so the loads in flight set its time: on the H100 a decode layer at batch 1 and 16K took Llama-3.1-8B's
-    FOLD combine +23 % over the combine kernel on 1 warp, +11 % on 8 (Gemma-3-4B: +4 %, -1 %; integration/results/h100-s34)."""
+    a warp for every 64 fp32 of the tile's (rows x head dim) partial, at most 8. A program walks a row's segments
+    one after another, so the loads in flight set its time: on the H100, a decode layer at batch 1 and 16K took
+    Llama-3.1-8B's FOLD combine +23 % over the combine kernel on 1 warp, +11 % on 8 (Gemma-3-4B: +4 %, -1 %;
+    integration/results/h100-s34)."""
     width = next_power_of_two(head_dim)
     warps = min(8, max(1, config.group * width // 64))
     return dataclasses.replace(config, block_m=config.group, block_q=1, num_warps=warps)

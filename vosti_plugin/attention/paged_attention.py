@@ -510,9 +510,17 @@ def step_max_seq_len(seq_lens: torch.Tensor) -> torch.Tensor:
     return seq_lens.max().reshape(1).to(torch.int32)
 
 
+def _part_stride(rows: int) -> int:
+    """Elements from m's start to l's and from l's to acc's in the workspace: `rows` rounded up to 16 bytes. Triton
+    compiles a kernel per pointer divisibility by 16, so partials placed right after an odd number of rows would
+    compile another kernel the first time a step had one, while serving."""
+    return -(-rows // 4) * 4
+
+
 def split_workspace_numel(num_tokens: int, num_q_heads: int, head_dim: int, num_segments: int) -> int:
     """fp32 elements the split path needs: m and l per (row, segment) plus acc per (row, segment, dim)."""
-    return num_tokens * num_q_heads * num_segments * (head_dim + 2)
+    rows = num_tokens * num_q_heads * num_segments
+    return 2 * _part_stride(rows) + rows * head_dim
 
 
 def _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, out, config) -> None:
@@ -666,9 +674,10 @@ def paged_attention(
         elif workspace.dtype != torch.float32 or workspace.numel() < needed or not workspace.is_contiguous():
             raise ValueError(f"workspace must be a contiguous fp32 tensor of >= {needed} elements")
         rows = num_tokens * num_q_heads * num_segments
+        stride = _part_stride(rows)
         part_m = workspace[:rows]
-        part_l = workspace[rows : 2 * rows]
-        part_acc = workspace[2 * rows : needed]
+        part_l = workspace[stride : stride + rows]
+        part_acc = workspace[2 * stride : needed]
 
     if max_seq_len is None:
         max_seq_len = step_max_seq_len(seq_lens)
