@@ -2,7 +2,7 @@
 
 Triton compiles a kernel per specialization of its int arguments (a value of 1, a multiple of 16): an argument that
 follows the step (its rows, its sequences) would compile a new kernel the first time a step has such a value,
-after vLLM's warm-up, while serving. The GPU test that counts the compiles is tests/test_attention_compiles_once.py;
+after vLLM's warm-up, while serving. The GPU test that counts the compiles is tests/test_compiles_once.py;
 this one keeps every kernel of the package, present and future, to the rule."""
 import ast
 from pathlib import Path

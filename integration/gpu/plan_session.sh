@@ -8,7 +8,7 @@
 # host-numerics (self-test cost), sampling (seeded bursts vs alone, #17), geometries (launch-check table, #18),
 # geometries-launch (a real vLLM engine per geometry, 2 layers, 4 at once: accepted yes/no, launch and generate s, #18),
 # harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, bench-step-budget (#20: engine steps of 8192/16384 tokens), harness-base (Llama + Gemma, gpu-quick; HARNESS_MODES, e.g. vosti,vosti-fused-prefill,default), smoke-bench,
-# harness-32k (harness-base at a 32K max_model_len), compiles-once (no vLLM: tests/test_attention_compiles_once.py), attention-stride (split programs a
+# harness-32k (harness-base at a 32K max_model_len), compiles-once (no vLLM: tests/test_compiles_once.py), attention-stride (split programs a
 # SPLIT_SEGMENT_STRIDE apart: decode attention time and bits, no vLLM), harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
 # launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), gemm-block-m (#18, no vLLM; GEMM_M: activation rows), gemm-paths (#20, no vLLM: decode vs mid vs tall tiles at 32-511 rows), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which),
@@ -114,7 +114,7 @@ for step in $STEPS; do
       timeout 420 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -s tests/test_attention_decode_tiles.py \
         tests/test_attention_row_sums.py > "$R/decode-tiles-gpu.log" 2>&1; log "decode-tiles-gpu rc=$? $(tail -1 "$R/decode-tiles-gpu.log")" ;;
     compiles-once)   # each attention launch config compiles once over steps of 1-33 sequences, every path (no vLLM, needs pytest)
-      timeout 300 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -s -rs tests/test_attention_compiles_once.py \
+      timeout 300 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -s -rs tests/test_compiles_once.py \
         > "$R/compiles-once.log" 2>&1; log "compiles-once rc=$? $(tail -1 "$R/compiles-once.log")" ;;
     harness-decode16)   # the four classes with decode-only steps in 16-row attention tiles, stock default as the control (#20)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-decode16,default --per-gpu 4 \

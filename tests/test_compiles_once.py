@@ -1,4 +1,4 @@
-"""Each attention launch config compiles once, whatever a step's batch (GPU).
+"""Each kernel launch config compiles once, whatever a step's batch (GPU).
 
 Triton specializes an integer argument that equals 1 or is a multiple of 16, so a kernel taking the step's number
 of sequences as a plain int compiles a new kernel the first time a step has 1, 16 or 2 sequences. vLLM's warm-up
@@ -7,7 +7,8 @@ while serving: `Triton kernel JIT compilation during inference: _paged_attention
 Gemma-3-4B engine of session 34 (`integration/results/h100-s34/`). The kernels take `num_seqs` unspecialized;
 and the split workspace places l and acc 16 bytes apart from any step's size. These tests count the compiles Triton
 reports (`knobs.runtime.jit_post_compile_hook`) over steps of 1-33 sequences on each launch path, and show the count
-moves for a kernel that specializes `num_seqs`; the workspace's layout is checked on any machine."""
+moves for a kernel that specializes `num_seqs`; the workspace's layout is checked on any machine. The dense ops (GEMM
+paths, norms) are held to the same over steps of 1-1024 rows."""
 import contextlib
 
 import pytest
@@ -112,3 +113,27 @@ def test_the_split_workspace_starts_l_and_acc_on_16_bytes_whatever_the_step(monk
     assert any(rows % 4 for *_, rows in seen)   # steps whose rows alone would not keep 16 bytes
     for m, l, acc, rows in seen:
         assert (l - m) % 16 == 0 and (acc - m) % 16 == 0 and l - m >= 4 * rows and acc - l >= 4 * rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n, k", [(1024, 2048), (4096, 2560), (18944, 3584)])   # Qwen3-0.6B o, Gemma-3-4B qkv, Qwen2.5-7B up
+def test_gpu_dense_ops_compile_once_per_gemm_path(n, k):
+    """A step of M rows after one of the same GEMM path (decode, mid or tall tiles) compiles nothing."""
+    from vosti_plugin.ops import matmul
+    from vosti_plugin.ops.rmsnorm import rms_norm
+
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    w = (torch.randn(n, k, device="cuda", generator=gen) / k ** 0.5).to(torch.bfloat16)
+    norm_w = torch.randn(k, device="cuda", generator=gen).to(torch.bfloat16)
+    config = matmul.select_config(n, k, torch.bfloat16)
+    seen_paths, late = set(), {}
+    for m in (1, 2, 16, 17, 33, 64, 100, 128, 255, 256, 512, 600, 1000, 1024):
+        x = torch.randn(m, k, device="cuda", generator=gen).to(torch.bfloat16)
+        path = matmul.launch_path(m, config, torch.bfloat16, (x, w.t()))
+        with _compiles() as seen:
+            matmul.linear(rms_norm(x, norm_w, 1e-6), w)
+            torch.cuda.synchronize()
+        if path in seen_paths and seen:
+            late[m] = seen
+        seen_paths.add(path)
+    assert len(seen_paths) >= 2 and late == {}, late
