@@ -1,7 +1,8 @@
 """The attention variants the H200 timing script runs: the deployment VOSTI_PREFILL_FUSED_FROM makes (FOLD as the
 split path's combine; prefill fused in config.prefill_config's taller tiles) gives the shipped kernel's bits on chunked
-prefill (split and fused path) and decode, through the script's own CPU smoke (Triton interpreter, fp32). A variant
-that drops the masks differs, so the comparison can fail."""
+prefill (split and fused path) and decode, through the script's own CPU smoke (Triton interpreter, fp32), and so do
+window layers whose middle tiles skip the selects. A variant that drops the masks differs, so the comparison can
+fail."""
 import json
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-BOTH_PATHS = ["FOLD combine", "fused prefill, FOLD combine"]
+BOTH_PATHS = ["FOLD combine", "fused prefill, FOLD combine", "window layers: middle tiles unmasked"]
 WRONG = "upper bound: no mask selects"
 
 
@@ -23,6 +24,7 @@ def test_both_paths_variants_keep_the_shipped_bits(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     cases = json.loads(out.read_text())["cases"]
     assert any("fused path" in c for c in cases) and any(c.startswith("decode") for c in cases)
+    assert any(c.startswith("prefill") and "window" in c for c in cases)
     for case, row in cases.items():
         for name in BOTH_PATHS:
             assert row[name]["bits_equal_shipped"], (case, name)

@@ -184,6 +184,32 @@ def _tile_is_page(hoisted: bool) -> list[tuple[str, str]]:
     return edits
 
 
+_WINDOW_BOUNDS = """            if USE_WINDOW:
+                whole_end = tile_begin
+            else:
+                whole_end = tl.minimum(tl.maximum((context_len + first_local_token + 1) // BLOCK_N, tile_begin),
+                                       tile_end)
+"""
+_MASKED_LOOP_END = "\n        if PROBE or not FUSED:\n"
+
+
+def _window_middle_unmasked() -> list[tuple[str, str]]:
+    """A window layer's tiles in three loops: masked tiles below the window start of the block's last row, then the
+    tiles every row of the block sees whole (from that start to its first row) without the selects, then the masked
+    tiles up to its last row. The shipped kernel runs every tile of a window layer masked (whole_end = tile_begin);
+    in a tile every row sees whole, the selects keep every value, so the bits are the same."""
+    source = open(SOURCE).read()
+    begin = source.index(_TILE_LOOP)
+    masked = source[begin:source.index(_MASKED_LOOP_END, begin)] + "\n"
+    lead = masked.replace(_TILE_LOOP, "            for tile in range(tile_begin, lead_end):\n", 1)
+    bounds = """            lead_end = tile_begin
+            if USE_WINDOW:
+                lead_end = tl.minimum(tl.maximum((last_pos - window + BLOCK_N) // BLOCK_N, tile_begin), tile_end)
+            whole_end = tl.minimum(tl.maximum((context_len + first_local_token + 1) // BLOCK_N, lead_end), tile_end)
+""" + lead
+    return [(_WINDOW_BOUNDS, bounds), (_WHOLE_LOOP, "            for tile in range(lead_end, whole_end):\n")]
+
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -194,6 +220,7 @@ VARIANTS: dict[str, tuple] = {
     "combine w1, loop 2 stages": (_combine_edits(1, 2), True),
     "combine w4, loop 3 stages": (_combine_edits(4, 3), True),
     "combine 8 heads w4": _combine_heads_edits(8, 4),
+    "window layers: middle tiles unmasked": (_window_middle_unmasked(), True),
     "max_seq_len reduced per call": ([("    if max_seq_len is None:\n", "    if True:\n")], True),
     "tiles of 128 rows, 8 warps": ([], True, _M128),
     "tiles of 128 rows, 8 warps, 3 stages": ([], True, {**_M128, "num_stages": 3}),
@@ -334,6 +361,9 @@ def cases(smoke: bool, device: str, dtype: torch.dtype, geometry: str = "llama31
         pair = [random_request(200, 1, 4, 2, 32, seed=s, dtype=dtype, device=device) for s in (2, 3)]
         return [("prefill chunk 64 @ 256", chunk, 512, "prefill", "split", None),
                 ("prefill chunk 64 @ 256, fused path", chunk, 512, "prefill", "fused", None),
+                # a window wider than a tile's rows plus two KV tiles: tiles every row of a tile sees whole
+                ("prefill chunk 64 @ 256, window 130", chunk, 512, "prefill", "split", 130),
+                ("prefill chunk 64 @ 256, window 130, fused path", chunk, 512, "prefill", "fused", 130),
                 ("decode b2 @ 200", pair, 512, "decode", "split", None),
                 ("decode b2 @ 200, grid for 4K", pair, 4096, "decode", "split", None),
                 ("decode b2 @ 200, window 64", pair, 4096, "decode", "split", 64)]
