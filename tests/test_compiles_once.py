@@ -1,14 +1,15 @@
 """Each kernel launch config compiles once, whatever a step's batch (GPU).
 
-Triton specializes an integer argument that equals 1 or is a multiple of 16, so a kernel taking the step's number
-of sequences as a plain int compiles a new kernel the first time a step has 1, 16 or 2 sequences. vLLM's warm-up
-runs the prefill tiles at one batch only (the profile step), so the first real prefill of another batch compiled
-while serving: `Triton kernel JIT compilation during inference: _paged_attention_segments_kernel` in every
-Gemma-3-4B engine of session 34 (`integration/results/h100-s34/`). The kernels take `num_seqs` unspecialized;
-and the split workspace places l and acc 16 bytes apart from any step's size. These tests count the compiles Triton
-reports (`knobs.runtime.jit_post_compile_hook`) over steps of 1-33 sequences on each launch path, and show the count
-moves for a kernel that specializes `num_seqs`; the workspace's layout is checked on any machine. The dense ops (GEMM
-paths, norms) are held to the same over steps of 1-1024 rows."""
+Every Gemma-3-4B engine of session 34 logged `Triton kernel JIT compilation during inference:
+_paged_attention_segments_kernel` after vLLM's warm-up (`integration/results/h100-s34/`). The code explains it so:
+Triton specializes an integer argument that equals 1 or is a multiple of 16, and a pointer by its divisibility by 16,
+so a kernel taking the step's number of sequences as a plain int compiles another kernel the first time a step has 1,
+16 or 2 sequences; Gemma's prefill tiles (its decode runs in 16-row tiles) meet only the profile step's batch in
+warm-up. The kernels now take `num_seqs` unspecialized, and the split workspace starts l and acc 16 bytes apart
+whatever the step's size. These tests count the compiles Triton reports (`knobs.runtime.jit_post_compile_hook`) over
+steps of 1-33 sequences on each launch path, and show the count move for the kernels with `num_seqs` specialized; the
+workspace's layout is checked on any machine. The dense ops (GEMM paths, norms) are held to the same over steps of
+1-1024 rows."""
 import contextlib
 
 import pytest
@@ -92,7 +93,6 @@ def test_gpu_a_kernel_that_specializes_the_batch_compiles_again(monkeypatch):
         monkeypatch.setattr(kernels, attr, triton.jit(shipped.fn, do_not_specialize=["num_segments"]))
     after = _compiles_after_the_first_step(*GEOMETRIES[0])
     assert all(after.values()), after
-    assert all("num_seqs" in r for seen in after.values() for r in seen)
 
 
 def test_the_split_workspace_starts_l_and_acc_on_16_bytes_whatever_the_step(monkeypatch):
