@@ -197,7 +197,9 @@ def _window_middle_unmasked() -> list[tuple[str, str]]:
     """A window layer's tiles in three loops: masked tiles below the window start of the block's last row, then the
     tiles every row of the block sees whole (from that start to its first row) without the selects, then the masked
     tiles up to its last row. The shipped kernel runs every tile of a window layer masked (whole_end = tile_begin);
-    in a tile every row sees whole, the selects keep every value, so the bits are the same."""
+    in a tile every row sees whole, the selects keep every value, so the bits are the same. The verifier proves the
+    three loops (CPU, session 34: the catalog's first group of each goal 93 / 150 / 33 s against the shipped kernel's
+    15 / 30 / 9 s), so shipping it would cost the proofs about 5x."""
     source = open(SOURCE).read()
     begin = source.index(_TILE_LOOP)
     masked = source[begin:source.index(_MASKED_LOOP_END, begin)] + "\n"
