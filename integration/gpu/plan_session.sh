@@ -113,7 +113,7 @@ for step in $STEPS; do
     decode-tiles-gpu)   # every row of a 2048-row chunk decoded in 16-row tiles against its prefill row (#20; no vLLM, needs pytest)
       timeout 420 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -s tests/test_attention_decode_tiles.py \
         tests/test_attention_row_sums.py > "$R/decode-tiles-gpu.log" 2>&1; log "decode-tiles-gpu rc=$? $(tail -1 "$R/decode-tiles-gpu.log")" ;;
-    compiles-once)   # each attention launch config compiles once over steps of 1-33 sequences, every path (no vLLM, needs pytest)
+    compiles-once)   # each attention launch config (steps of 1-33 sequences) and GEMM path (1-1024 rows) compiles once (no vLLM, needs pytest)
       timeout 300 python3 -m pytest -q -o addopts="" -p no:cacheprovider -m gpu -s -rs tests/test_compiles_once.py \
         > "$R/compiles-once.log" 2>&1; log "compiles-once rc=$? $(tail -1 "$R/compiles-once.log")" ;;
     harness-decode16)   # the four classes with decode-only steps in 16-row attention tiles, stock default as the control (#20)
