@@ -5,10 +5,10 @@ _paged_attention_segments_kernel` after vLLM's warm-up (`integration/results/h10
 Triton specializes an integer argument that equals 1 or is a multiple of 16, and a pointer by its divisibility by 16,
 so a kernel taking the step's number of sequences as a plain int compiles another kernel the first time a step has 1,
 16 or 2 sequences; Gemma's prefill tiles (its decode runs in 16-row tiles) meet only the profile step's batch in
-warm-up. The kernels now take `num_seqs` unspecialized, and the split workspace starts l and acc 16 bytes apart
-whatever the step's size. These tests count the compiles Triton reports (`knobs.runtime.jit_post_compile_hook`) over
+warm-up. The kernels now take `num_seqs` unspecialized, the split workspace starts l and acc 16 bytes apart
+whatever the step's size, and a step cut into launches hands each one a block table starting on 16 bytes. These tests count the compiles Triton reports (`knobs.runtime.jit_post_compile_hook`) over
 steps of 1-33 sequences on each launch path, and show the count move for the kernels with `num_seqs` specialized; the
-workspace's layout is checked on any machine. The dense ops (GEMM paths, norms) are held to the same over steps of
+layouts are checked on any machine. The dense ops (GEMM paths, norms) are held to the same over steps of
 1-1024 rows."""
 import contextlib
 
@@ -113,6 +113,25 @@ def test_the_split_workspace_starts_l_and_acc_on_16_bytes_whatever_the_step(monk
     assert any(rows % 4 for *_, rows in seen)   # steps whose rows alone would not keep 16 bytes
     for m, l, acc, rows in seen:
         assert (l - m) % 16 == 0 and (acc - m) % 16 == 0 and l - m >= 4 * rows and acc - l >= 4 * rows
+
+
+def test_launches_of_a_step_get_block_tables_on_16_bytes():
+    """CPU: a step cut into launches (split workspace bound) hands each launch a block table starting on 16 bytes,
+    also where the table's width (vLLM's: max_model_len / page) is not a multiple of 4 entries."""
+    from vosti_plugin.attention.sub_launch import run_in_launches
+
+    requests = [random_request(30 + s, 3, 4, 2, 16, seed=s) for s in range(5)]
+    batch = build_paged_batch(requests, page_size=8, spare_table_columns=3)   # 5 + 3 = 8 columns ...
+    table = torch.zeros(5, 9, dtype=torch.int32)                                # ... widened to an odd 9
+    table[:, :batch.block_table.shape[1]] = batch.block_table
+    seen = []
+
+    def launch(q, out, block_table, seq_lens, query_start_loc):
+        seen.append((block_table.data_ptr() % 16, block_table.tolist()))
+
+    run_in_launches(launch, batch.q, batch.empty_out(), table, batch.seq_lens, batch.query_start_loc.tolist(), 3)
+    assert len(seen) == 5 and all(offset == 0 for offset, _ in seen), seen
+    assert [rows for _, rows in seen] == [[r] for r in table.tolist()]   # the same entries, one sequence a launch
 
 
 @pytest.mark.gpu

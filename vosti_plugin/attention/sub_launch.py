@@ -69,6 +69,13 @@ def plan(query_start_loc: Sequence[int], capacity: int) -> list[list[Piece]]:
     return launches
 
 
+def _rows_on_16_bytes(rows: torch.Tensor) -> torch.Tensor:
+    """`rows`, or a copy where they start off 16 bytes: Triton compiles a kernel per pointer divisibility by 16, so a
+    block table whose width is not a multiple of 4 entries, sliced at an odd sequence, would compile another kernel
+    while serving."""
+    return rows if rows.data_ptr() % 16 == 0 else rows.clone()
+
+
 def run_in_launches(launch, q: torch.Tensor, out: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
                     query_start_loc_cpu: Sequence[int], capacity: int) -> None:
     """Call `launch(q, out, block_table, seq_lens, query_start_loc)` once per planned launch, on views of
@@ -84,7 +91,7 @@ def run_in_launches(launch, q: torch.Tensor, out: torch.Tensor, block_table: tor
         qsl = [0]
         for p in pieces:
             qsl.append(qsl[-1] + p.end - p.begin)
-        launch(q[t0:t1], out[t0:t1], block_table[seqs], seq_lens[seqs] - trims,
+        launch(q[t0:t1], out[t0:t1], _rows_on_16_bytes(block_table[seqs]), seq_lens[seqs] - trims,
                torch.tensor(qsl, dtype=torch.int32, device=device))
     if out.shape[0] > starts[-1]:
         out[starts[-1]:].zero_()
