@@ -5,11 +5,11 @@ _paged_attention_segments_kernel` after vLLM's warm-up (`integration/results/h10
 Triton specializes an integer argument that equals 1 or is a multiple of 16, and a pointer by its divisibility by 16,
 so a kernel taking the step's number of sequences as a plain int compiles another kernel the first time a step has 1,
 16 or 2 sequences; Gemma's prefill tiles (its decode runs in 16-row tiles) meet only the profile step's batch in
-warm-up. The kernels now take `num_seqs` unspecialized, the split workspace starts l and acc 16 bytes apart
-whatever the step's size, and a step cut into launches hands each one a block table starting on 16 bytes. These tests count the compiles Triton reports (`knobs.runtime.jit_post_compile_hook`) over
-steps of 1-33 sequences on each launch path, and show the count move for the kernels with `num_seqs` specialized; the
-layouts are checked on any machine. The dense ops (GEMM paths, norms) are held to the same over steps of
-1-1024 rows."""
+warm-up. The kernels now take `num_seqs` unspecialized, the split workspace starts l and acc 16 bytes apart whatever
+the step's size, and a step cut into launches hands each one a block table starting on 16 bytes. These tests count
+the compiles Triton reports (`knobs.runtime.jit_post_compile_hook`) over steps of 1-33 sequences on each launch path,
+and show the count move for the kernels with `num_seqs` specialized; the layouts are checked on any machine. The
+dense ops (GEMM paths, norms) are held to the same over steps of 1-1024 rows."""
 import contextlib
 
 import pytest
@@ -135,7 +135,8 @@ def test_launches_of_a_step_get_block_tables_on_16_bytes():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("n, k", [(1024, 2048), (4096, 2560), (18944, 3584)])   # Qwen3-0.6B o, Gemma-3-4B qkv, Qwen2.5-7B up
+# Qwen3-0.6B o_proj, Gemma-3-4B qkv_proj, Qwen2.5-7B up_proj
+@pytest.mark.parametrize("n, k", [(1024, 2048), (4096, 2560), (18944, 3584)])
 def test_gpu_dense_ops_compile_once_per_gemm_path(n, k):
     """A step of M rows after one of the same GEMM path (decode, mid or tall tiles) compiles nothing."""
     from vosti_plugin.ops import matmul
