@@ -45,3 +45,25 @@ def test_targets_table_counts_cells_meeting_each_target():
     assert table[3] == "| vosti | decode vs default | 0.95x | 0.85-0.90x | 0/3 |"   # 0.9, 0.85, 0.857
     assert table[4] == "| vosti | prefill vs default | 0.80x | 0.50-0.83x | 1/2 |"  # context 0 left out
     assert table[5] == "| vosti | prefill vs BI | 1.30x | 0.67-1.00x | 0/2 |"
+
+
+def test_the_report_names_kernels_compiled_while_serving_from_each_modes_log(tmp_path):
+    """A per-mode JSON's log beside it (vLLM's JIT monitor lines, as session 34's Gemma engines logged them) gives the
+    kernels compiled after warm-up; a mode whose log has none says so; summary.json keeps both."""
+    import json
+
+    from vosti_plugin.integration.bench.report import main
+
+    warning = ("(EngineCore pid=1541) WARNING 12-06 13:46:24 [jit_monitor.py:135] Triton kernel JIT compilation during "
+               "inference: _paged_attention_segments_kernel. This causes a latency spike; consider extending warmup to "
+               "cover this shape/config.\n")
+    for mode, log in (("vosti", "startup\n" + warning), ("default", "startup\nno monitor line\n")):
+        (tmp_path / f"tp_m_{mode}.json").write_text(json.dumps({"mode": mode, "rows": [_row(4, 1024, 6.0)]}))
+        (tmp_path / f"tp_m_{mode}.log").write_text(log)
+    out = tmp_path / "out"
+    main(["--throughput", str(tmp_path / "tp_m_vosti.json"), str(tmp_path / "tp_m_default.json"), "--out", str(out),
+          "--no-plot"])
+    text = (out / "bench.md").read_text()
+    assert "| vosti | _paged_attention_segments_kernel |" in text and "| default | none |" in text
+    kept = {r["mode"]: r["compiled_while_serving"] for r in json.loads((out / "summary.json").read_text())["throughput"]}
+    assert kept == {"vosti": ["_paged_attention_segments_kernel"], "default": []}

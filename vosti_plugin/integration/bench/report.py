@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 from vosti_plugin.integration.summary_json import dumps
@@ -20,7 +21,9 @@ TARGETS = {"decode_vs_bi": 3.2, "decode_vs_default": 0.95, "prefill_vs_default":
 
 SIGNIFICANT = 7
 THROUGHPUT_FIELDS = ("mode", "backend", "model", "startup_s", "compile_caches_at_start", "eager", "attention_impls",
-                     "rows")
+                     "compiled_while_serving", "rows")
+# vLLM's JIT monitor (vllm/utils/jit_monitor.py) warns once per kernel compiled after the engine's warm-up
+_JIT_WARNING = re.compile(r"\[jit_monitor\.py:\d+\] .*? during inference: (\w+(?:\.\w+)*)")
 AGENTIC_FIELDS = ("mode", "backend", "model", "startup_s", "total_s", "mean_session_s", "params")
 
 
@@ -44,13 +47,35 @@ def compact(throughput: list[dict], agentic: list[dict]) -> dict:
     return data
 
 
+def compiled_while_serving(log: Path) -> list[str] | None:
+    """The kernels vLLM's JIT monitor says were compiled after the engine's warm-up, from a mode's log (None: no log)."""
+    if not log.is_file():
+        return None
+    return sorted({m.group(1) for m in _JIT_WARNING.finditer(log.read_text(errors="replace"))})
+
+
 def load(paths, kind: str) -> list[dict]:
-    """Per-mode result dicts of `kind` (throughput or agentic) from per-mode JSONs and/or summary.json files."""
+    """Per-mode result dicts of `kind` (throughput or agentic) from per-mode JSONs and/or summary.json files; a
+    per-mode JSON's log beside it (same name, .log) adds the kernels compiled while serving."""
     out = []
     for p in paths:
         data = json.loads(Path(p).read_text())
-        out.extend(data.get(kind, []) if data.get("kind") == "bench" else [data])
+        if data.get("kind") == "bench":
+            out.extend(data.get(kind, []))
+            continue
+        compiled = compiled_while_serving(Path(p).with_suffix(".log"))
+        out.append(data if compiled is None else {**data, "compiled_while_serving": compiled})
     return out
+
+
+def compiled_markdown(results: list[dict]) -> str:
+    """A mode a line: the kernels compiled after the engine's warm-up, where its log was read."""
+    known = [r for r in results if "compiled_while_serving" in r]
+    if not known:
+        return ""
+    lines = ["| mode | kernels compiled while serving |", "|---|---|"]
+    lines += [f"| {_label(r)} | {', '.join(r['compiled_while_serving']) or 'none'} |" for r in known]
+    return "\n".join(lines)
 
 
 def _label(res: dict) -> str:
@@ -197,6 +222,9 @@ def main(argv=None) -> int:
         gaps = step_gap_markdown(results)
         if gaps:
             parts.append("## Decode step vs vLLM default (ms)\n\n" + gaps)
+        compiled = compiled_markdown(results)
+        if compiled:
+            parts.append("## Kernels compiled while serving (vLLM's JIT monitor)\n\n" + compiled)
         if not a.no_plot:
             plot(results, a.out / "decode_vs_context.png")
     if agentic:
