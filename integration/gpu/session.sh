@@ -24,7 +24,6 @@ case "$step" in
         --batches "$bat" --decode-tokens ${DECODE:-128} --repeats ${REPEATS:-3} ${BENCH_ARGS:-} --out "$out/tp_${mdl}_$m.json" \
         > "$out/tp_${mdl}_$m.log" 2>&1
       echo "== $m rc=$?"; grep -E '^\{|startup|Error|error' "$out/tp_${mdl}_$m.log" | tail -8
-      echo "kernels compiled while serving: $(grep -c 'JIT compilation during inference' "$out/tp_${mdl}_$m.log")"
     done
     python3 -m vosti_plugin.integration.bench.report --throughput "$out"/tp_${mdl}_*.json --out "$out" ;;
   agentic)
