@@ -56,14 +56,14 @@ def compiled_while_serving(log: Path) -> list[str] | None:
 
 def load(paths, kind: str) -> list[dict]:
     """Per-mode result dicts of `kind` (throughput or agentic) from per-mode JSONs and/or summary.json files; a
-    per-mode JSON's log beside it (same name, .log) adds the kernels compiled while serving."""
+    throughput JSON's log beside it (same name, .log) adds the kernels compiled while serving."""
     out = []
     for p in paths:
         data = json.loads(Path(p).read_text())
         if data.get("kind") == "bench":
             out.extend(data.get(kind, []))
             continue
-        compiled = compiled_while_serving(Path(p).with_suffix(".log"))
+        compiled = compiled_while_serving(Path(p).with_suffix(".log")) if kind == "throughput" else None
         out.append(data if compiled is None else {**data, "compiled_while_serving": compiled})
     return out
 
