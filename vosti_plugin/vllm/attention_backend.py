@@ -218,6 +218,7 @@ def _step_max_seq_len(attn_metadata: VostiAttentionMetadata, segments: int) -> t
 
 
 _LOGGED_PATHS: set = set()
+_WARMED: set = set()   # the launch forms each process has compiled, per layer kind (VostiAttentionImpl._warm_up)
 
 
 def _log_path_once(path: str, capacity: int, max_model_len: int, max_graph_tokens: int, device_type: str,
@@ -322,6 +323,7 @@ class VostiAttentionImpl(_AttentionImpl):
         self._decode_config = None
         self._fused_from = fused_prefill_from()
         self._prefill_config = self._fold_config = None
+        self._warmed = False
 
     def _launch_config(self, page_size: int, dtype: torch.dtype, device: torch.device):
         if self._config is None:
@@ -339,6 +341,52 @@ class VostiAttentionImpl(_AttentionImpl):
             _log_path_once(self._path, self._capacity, self.max_model_len, self.max_graph_tokens, device.type,
                            self._fused_from if self._prefill_config is not None else 0)
         return self._config
+
+    def _step_launch(self, num_tokens: int, max_query_len: int):
+        """(config, path, fold) of a step's launch; after _launch_config."""
+        if self._path == "split" and max_query_len == 1:
+            return self._decode_config, "split", self._fold_config  # decode-only (CUDA graphs capture only these)
+        if self._prefill_config is not None and num_tokens >= self._fused_from:
+            # a prefill step: fused in taller tiles, the same bits as the split path's (proved: fused_equals_fold)
+            return self._prefill_config, "fused", None
+        return self._config, self._path, self._fold_config
+
+    def _warm_up(self, q: torch.Tensor, out: torch.Tensor, page_size: int) -> None:
+        """At a layer's first step (vLLM's profiling or warm-up run), launch each form a step of the layer can
+        take once, on a small sequence, so that Triton compiles it before serving: vLLM's warm-up meets only the
+        forms of the steps it runs, and a form first met while serving compiles mid-step. The inputs share what
+        Triton specializes on with the engine's: q's and out's strides, the cache layout, the block table's
+        width, 16-byte-aligned pointers. Not while a CUDA graph captures (it would record the launches)."""
+        device, dtype = q.device, q.dtype
+        if q.is_cuda and torch.cuda.is_current_stream_capturing():
+            return
+        self._warmed = True
+        width = -(-self.max_model_len // page_size)
+        forms = {}   # form -> query rows of its sequence
+        for n, rows in ((1, 1), (2, 2), (max(2, self._fused_from), 2)):
+            forms.setdefault(self._step_launch(n, rows), rows)
+        key = (device, dtype, self.num_heads, self.num_kv_heads, self.head_size, page_size, width,
+               self.sliding_window, self.logits_soft_cap, q.stride(), out.stride(), tuple(forms))
+        if key in _WARMED:
+            return
+        shape = VostiAttentionBackend.get_kv_cache_shape(1, page_size, self.num_kv_heads, self.head_size)
+        k_cache, v_cache = compat.split_kv_cache(torch.zeros(shape, dtype=dtype, device=device), self.head_size)
+        block_table = torch.zeros((1, width), dtype=torch.int32, device=device)
+        for (config, path, fold), rows in forms.items():
+            seq_lens = torch.tensor([rows], dtype=torch.int32, device=device)
+            query_start_loc = torch.tensor([0, rows], dtype=torch.int32, device=device)
+            workspace = None
+            if path == "split":
+                workspace = self._workspace(num_kv_segments(block_table, page_size, config.segment,
+                                                            self.max_model_len), device)
+            shape = (rows, self.num_heads, self.head_size)
+            paged_attention(torch.empty_strided(shape, q.stride(), dtype=dtype, device=device).zero_(),
+                            k_cache, v_cache, block_table, seq_lens, query_start_loc,
+                            torch.empty_strided(shape, out.stride(), dtype=dtype, device=device), scale=self.scale,
+                            config=config, sliding_window=self.sliding_window, soft_cap=self.logits_soft_cap,
+                            max_seqlen_k=rows, workspace=workspace, path=path,
+                            max_seq_len=step_max_seq_len(seq_lens), fold=fold)
+        _WARMED.add(key)
 
     def _workspace(self, segments: int, device: torch.device):
         """One persistent fp32 workspace per device, sized for the largest step (CUDA-graph safe)."""
@@ -398,19 +446,20 @@ class VostiAttentionImpl(_AttentionImpl):
             raise NotImplementedError("vosti attention does not fuse output quantization")
         if attn_metadata is None:  # profiling run
             self._reserve_workspace(query.dtype, query.device)
+            if not self._warmed and self._config is not None:
+                rows = query.shape[0]
+                self._warm_up(query.view(rows, self.num_heads, self.head_size),
+                              output.view(rows, self.num_heads, self.head_size), self.page_size)
             return output.fill_(0)
         n = attn_metadata.num_actual_tokens
         k_cache, v_cache = compat.split_kv_cache(kv_cache, self.head_size)
         q = query[:n].view(n, self.num_heads, self.head_size)
         out = output[:n].view(n, self.num_heads, self.head_size)
         page_size = kv_cache.shape[2]
-        config = self._launch_config(page_size, query.dtype, query.device)
-        path, fold = self._path, self._fold_config
-        if self._path == "split" and attn_metadata.max_query_len == 1:
-            config = self._decode_config   # a decode-only step (CUDA graphs capture only these)
-        elif self._prefill_config is not None and n >= self._fused_from:
-            # a prefill step: fused in taller tiles, the same bits as the split path's (proved: fused_equals_fold)
-            config, path, fold = self._prefill_config, "fused", None
+        self._launch_config(page_size, query.dtype, query.device)
+        if not self._warmed:
+            self._warm_up(q, out, page_size)
+        config, path, fold = self._step_launch(n, attn_metadata.max_query_len)
         workspace = None
         capacity = self._capacity
         bound = self._grid_bound(attn_metadata, query)
