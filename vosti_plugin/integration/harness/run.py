@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vosti_plugin.integration.harness import engine, models as model_specs, report
+from vosti_plugin.integration.harness.gpu_share import DEFAULT_KV_GIB
 from vosti_plugin.integration.harness.compare import CLASS_ORDER, ClassTally, Comparison, compare_pair, tally
 from vosti_plugin.integration.harness.online import OnlineResult, run_online
 from vosti_plugin.integration.harness.scale import get as get_scale
@@ -122,7 +123,7 @@ def _run_worker(cmd: list[str], log_path: Path, timeout_s: float, on_progress,
         # vLLM's memory profiling reads device-wide free memory, which neighbours change while it runs;
         # a fixed KV size skips it, and the utilization is then only the free-memory check at startup
         env.setdefault("VOSTI_HARNESS_GPU_MEM", f"{min(gpu_mem_share, 0.1):.3f}")
-        env.setdefault("VOSTI_HARNESS_KV_GIB", "5")   # a 33K-token sequence of any GPU model fits
+        env.setdefault("VOSTI_HARNESS_KV_GIB", DEFAULT_KV_GIB)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=REPO_ROOT,
@@ -289,17 +290,14 @@ def compare(scale: str, modes: list[str], models: list[str], out_dir: Path, onli
             bars.update(task, sum(done.values()), f"{name} [{status}]")
 
         if gpus * per_gpu > 1:
-            free = [g for g in range(gpus) for _ in range(per_gpu)]
-            lock = __import__("threading").Lock()
+            from vosti_plugin.integration.harness.gpu_share import GpuShare, gpu_memory_bytes, worker_bytes
+
+            share = GpuShare(gpus, per_gpu, gpu_memory_bytes(gpus) if per_gpu > 1 else None)
+            kv_gib = float(os.environ.get("VOSTI_HARNESS_KV_GIB", DEFAULT_KV_GIB))
 
             def pinned(job):
-                with lock:
-                    gpu = free.pop()
-                try:
+                with share.take(worker_bytes(model_specs.get(job[0]).config, kv_gib)) as gpu:
                     run_job(job, gpu)
-                finally:
-                    with lock:
-                        free.append(gpu)
 
             with ThreadPoolExecutor(max_workers=gpus * per_gpu) as pool:
                 list(pool.map(pinned, jobs))
