@@ -27,6 +27,7 @@ ensure_interpreter_without_gpu()
 
 from vosti_plugin.attention.config import (  # noqa: E402
     fold_config, fused_prefill_from, launched_decode_config, prefill_config, select_config)
+from vosti_plugin.attention import paged_attention as attention_kernels  # noqa: E402
 from vosti_plugin.attention.kv_write import write_kv  # noqa: E402
 from vosti_plugin.attention.paged_attention import (  # noqa: E402
     num_kv_segments,
@@ -380,12 +381,13 @@ class VostiAttentionImpl(_AttentionImpl):
                 workspace = self._workspace(num_kv_segments(block_table, page_size, config.segment,
                                                             self.max_model_len), device)
             shape = (rows, self.num_heads, self.head_size)
-            paged_attention(torch.empty_strided(shape, q.stride(), dtype=dtype, device=device).zero_(),
-                            k_cache, v_cache, block_table, seq_lens, query_start_loc,
-                            torch.empty_strided(shape, out.stride(), dtype=dtype, device=device), scale=self.scale,
-                            config=config, sliding_window=self.sliding_window, soft_cap=self.logits_soft_cap,
-                            max_seqlen_k=rows, workspace=workspace, path=path,
-                            max_seq_len=step_max_seq_len(seq_lens), fold=fold)
+            q_rows = torch.empty_strided(shape, q.stride(), dtype=dtype, device=device).zero_()
+            out_rows = torch.empty_strided(shape, out.stride(), dtype=dtype, device=device)
+            # through the kernels' module, not this module's name for it, which observers of the steps replace
+            attention_kernels.paged_attention(
+                q_rows, k_cache, v_cache, block_table, seq_lens, query_start_loc, out_rows, scale=self.scale,
+                config=config, sliding_window=self.sliding_window, soft_cap=self.logits_soft_cap, max_seqlen_k=rows,
+                workspace=workspace, path=path, max_seq_len=step_max_seq_len(seq_lens), fold=fold)
         _WARMED.add(key)
 
     def _workspace(self, segments: int, device: torch.device):
