@@ -1,8 +1,8 @@
 """The attention variants the H200 timing script runs: the deployment VOSTI_PREFILL_FUSED_FROM makes (FOLD as the
 split path's combine; prefill fused in config.prefill_config's taller tiles) gives the shipped kernel's bits on chunked
 prefill (split and fused path) and decode, through the script's own CPU smoke (Triton interpreter, fp32), and so do
-window layers whose middle tiles skip the selects and a FOLD whose programs fold one query head each (a mutant
-that leaves the other heads' offset out differs). A variant that drops the masks differs, so the comparison can
+window layers whose middle tiles skip the selects and a FOLD whose programs fold a KV head's query heads together
+(the shipped FOLD folds one query head a program). A variant that drops the masks differs, so the comparison can
 fail."""
 import json
 import subprocess
@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BOTH_PATHS = ["FOLD combine", "fused prefill, FOLD combine", "window layers: middle tiles unmasked",
-              "FOLD combine, a program a query head"]
+              "FOLD combine, a program per KV head"]
 WRONG = "upper bound: no mask selects"
 
 

@@ -17,12 +17,14 @@ from vosti_plugin.verifier.check import check_goal
 from vosti_plugin.verifier.contracts import contract_of
 from vosti_plugin.verifier.frontend import kernel_from_function
 
-SPLIT = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4, "BLOCK_Q": 16,
+SPLIT = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4,
+         "HEAD_BLOCKS": 1, "BLOCK_Q": 16,
          "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32",
          "ROW_SUMS_BY_DOT": False, "USE_SOFT_CAP": False, "USE_WINDOW": True, "FUSED": False, "FOLD": False,
          "PROBE": False, "SEGMENT_STRIDE": shipped.SPLIT_SEGMENT_STRIDE}
 FUSED_128 = {**SPLIT, "FUSED": True, "SEGMENT_STRIDE": 1, "BLOCK_Q": 32, "BLOCK_M": 128}   # config.prefill_config of the Llama geometry
-FOLD_1 = {**SPLIT, "FUSED": True, "SEGMENT_STRIDE": 1, "FOLD": True, "BLOCK_Q": 1, "BLOCK_M": 4}   # config.fold_config
+FOLD_1 = {**SPLIT, "FUSED": True, "SEGMENT_STRIDE": 1, "FOLD": True, "BLOCK_Q": 1, "BLOCK_M": 4}   # a KV head's heads
+FOLD_HEADS = {**FOLD_1, "GROUP": 1, "BLOCK_M": 1, "HEAD_BLOCKS": 4}   # config.fold_config: a program a query head
 FOLD_16 = {**FOLD_1, "BLOCK_Q": 4, "BLOCK_M": 16}   # several tokens a program: their segment ranges differ
 PROBE_128 = {**FUSED_128, "PROBE": True}
 
@@ -39,6 +41,11 @@ _MUTANTS = {
     # compute the same segments and some segment's witness program (g mod SEGMENT_STRIDE) never visits it
     "split-stride-off-class": ("    seg_begin = tl.program_id(2) + (seg_lag + SEGMENT_STRIDE - 1) // SEGMENT_STRIDE * SEGMENT_STRIDE",
                                "    seg_begin = tl.program_id(2) + seg_lag"),
+    # a FOLD program of one query head folds its KV head's first head whatever its head block: the others go unwritten
+    "fold-heads-without-offset": ("    head_in_group = tl.program_id(1) % HEAD_BLOCKS * GROUP + rows % GROUP",
+                                  "    head_in_group = rows % GROUP"),
+    # the head blocks' programs taken for KV heads: a program folds another KV head's rows
+    "fold-heads-as-kv-heads": ("    kv_head = tl.program_id(1) // HEAD_BLOCKS", "    kv_head = tl.program_id(1) % (HEAD_BLOCKS + 1)"),
     # a split program steps over every other segment of its class: those segments are never computed
     "split-stride-skips": ("    for seg in range(seg_begin, seg_end, SEGMENT_STRIDE):",
                            "    for seg in range(seg_begin, seg_end, 2 * SEGMENT_STRIDE):"),
@@ -84,7 +91,9 @@ def _check(variant, goal: str, left: dict, right: dict | None = None):
     ("probe_equals_split", PROBE_128, SPLIT),
     ("fused_equals_fold", PROBE_128, FOLD_1),
     ("fused_equals_fold", PROBE_128, FOLD_16),
+    ("fused_equals_fold", PROBE_128, FOLD_HEADS),
     ("fold_invariance", FOLD_1, None),
+    ("fold_invariance", FOLD_HEADS, None),
     ("causal_row_invariance", FUSED_128, None),
 ])
 def test_each_link_of_the_chain_is_proved(production, goal, left, right, window):
@@ -113,6 +122,9 @@ def test_without_the_probe_the_fold_input_is_not_the_fused_launchs(production):
     ("fold-reads-next-segment", "fold_invariance", FOLD_1, None),
     ("fold-without-liveness", "fused_equals_fold", PROBE_128, FOLD_16),
     ("probe-stores-running-max", "probe_equals_split", PROBE_128, SPLIT),
+    ("fold-heads-without-offset", "fused_equals_fold", PROBE_128, FOLD_HEADS),
+    ("fold-heads-without-offset", "fold_invariance", FOLD_HEADS, None),
+    ("fold-heads-as-kv-heads", "fused_equals_fold", PROBE_128, FOLD_HEADS),
 ])
 def test_a_broken_link_fails(tmp_path_factory, mutant, goal, left, right):
     rep = _check(_mutant(tmp_path_factory, mutant), goal, left, right)

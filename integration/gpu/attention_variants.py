@@ -34,8 +34,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from vosti_plugin.attention import paged_attention as shipped  # noqa: E402
-from vosti_plugin.attention.config import (AttentionLaunchConfig, fold_config, prefill_config,  # noqa: E402
-                                           select_config)
+from vosti_plugin.attention.config import fold_config, prefill_config, select_config  # noqa: E402
 from vosti_plugin.attention.paged_batch import build_paged_batch, random_request  # noqa: E402
 
 SOURCE = shipped.__file__
@@ -213,36 +212,6 @@ def _window_middle_unmasked() -> list[tuple[str, str]]:
     return [(_WINDOW_BOUNDS, bounds), (_WHOLE_LOOP, "            for tile in range(lead_end, whole_end):\n")]
 
 
-# A FOLD program folds one token's query heads of a KV head (4 for Llama-3.1-8B), walking their segments one after
-# another; the combine kernel runs a program a query head. With fewer heads a program (the config's group below the
-# queries per KV head) a KV head's heads spread over programs, and the walk runs on as many programs as the combine
-# kernel's. The fold treats each row alone, so the bits cannot move.
-_FOLD_HEAD_BLOCKS = [
-    ("    kv_head = tl.program_id(1)\n",
-     "    HEAD_BLOCKS: tl.constexpr = (QUERIES_PER_KV + GROUP - 1) // GROUP\n"
-     "    kv_head = tl.program_id(1) // HEAD_BLOCKS\n"
-     "    head_base = tl.program_id(1) % HEAD_BLOCKS * GROUP\n"),
-    ("    head_in_group = rows % GROUP\n", "    head_in_group = head_base + rows % GROUP\n"),
-    ("num_kv_heads, 1 if fused else", "num_kv_heads * -(-config.queries_per_kv // config.group), 1 if fused else"),
-]
-
-
-@dataclasses.dataclass(frozen=True)
-class _FoldHeadBlock(AttentionLaunchConfig):
-    """A FOLD launch config whose tile holds fewer heads than the queries per KV head (the shipped config refuses
-    such a group: its kernel would leave the other heads unfolded)."""
-
-    def __post_init__(self) -> None:
-        pass
-
-
-def fold_head_block(fold, heads: int, head_dim: int):
-    width = 1 << (head_dim - 1).bit_length()
-    values = {f.name: getattr(fold, f.name) for f in dataclasses.fields(fold)}
-    return _FoldHeadBlock(**{**values, "block_m": heads, "block_q": 1,
-                             "num_warps": min(8, max(1, heads * width // 64))})
-
-
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -262,13 +231,15 @@ VARIANTS: dict[str, tuple] = {
     "FOLD combine": ([], True, {"fold": True}),
     "fused prefill, FOLD combine": ([], True, {"fold": True, "prefill_fused": True}),
     "FOLD combine, 4 warps": ([], True, {"fold": True, "fold_warps": 4}),
-    "FOLD combine, 1 warp": ([], True, {"fold": True, "fold_warps": 1}),   # config.fold_config's warps before s34
+    "FOLD combine, 1 warp": ([], True, {"fold": True, "fold_warps": 1}),
     # a FOLD program walks a row's segments one after another (the combine kernel: a program a query head, 4x the
     # programs at Llama's group): do more stages keep more of the walk's loads in flight?
     "FOLD combine, 3 stages": ([], True, {"fold": True, "fold_stages": 3}),
     "FOLD combine, 4 stages": ([], True, {"fold": True, "fold_stages": 4}),
-    "FOLD combine, a program a query head": (_FOLD_HEAD_BLOCKS, True, {"fold": True, "fold_heads": 1}),
-    "FOLD combine, a program per 2 query heads": (_FOLD_HEAD_BLOCKS, True, {"fold": True, "fold_heads": 2}),
+    # config.fold_config runs a program per token and query head (the combine kernel's parallelism); session 34's
+    # FOLD ran a program per token and KV head (its query heads together), on 8 warps
+    "FOLD combine, a program per KV head": ([], True, {"fold": True, "fold_heads": 0}),
+    "FOLD combine, a program per 2 query heads": ([], True, {"fold": True, "fold_heads": 2}),
     # tile height changes prefill bits on the H200 (session 19, Gemma-3-4B heads): decode-only candidates
     "tiles of 16 rows": ([], False, {"block_m": 16}),
     "tiles of 16 rows, 3 stages": ([], False, {"block_m": 16, "num_stages": 3}),
@@ -345,8 +316,11 @@ def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int):
         fold = dataclasses.replace(fold, num_warps=fields.pop("fold_warps"))
     if "fold_stages" in fields:
         fold = dataclasses.replace(fold, num_stages=fields.pop("fold_stages"))
-    if "fold_heads" in fields:
-        fold = fold_head_block(fold, fields.pop("fold_heads"), head_dim)
+    if "fold_heads" in fields:   # query heads a FOLD program folds (0: all of its KV head's)
+        heads = fields.pop("fold_heads") or config.group
+        width = 1 << (head_dim - 1).bit_length()
+        fold = dataclasses.replace(fold, block_m=heads, head_blocks=-(-config.queries_per_kv // heads),
+                                   num_warps=min(8, max(1, heads * width // 64)))
     if fields.pop("prefill_fused", False) and mode == "prefill":
         return prefill_config(config, head_dim), "fused", None
     return variant_config(config, fields, path), path, fold if path == "split" else None

@@ -45,6 +45,8 @@ class AttentionLaunchConfig:
                 the number of segments follows from the sequence length.
     num_warps, num_stages: Triton launch parameters.
     row_sums_by_dot: softmax row sums by an MMA against ones instead of tl.sum (by geometry; VOSTI_ATTENTION_ROW_SUMS).
+    head_blocks: programs that share one KV head's query heads, `group` heads each (FOLD launches: a row's fold
+                 reads no keys, so a KV head's heads need not share a program); 1 for every other launch.
     """
 
     block_q: int
@@ -55,6 +57,7 @@ class AttentionLaunchConfig:
     num_stages: int
     queries_per_kv: int = 0     # query heads per KV head; 0 means block_m // block_q (no padding rows)
     row_sums_by_dot: bool = False
+    head_blocks: int = 1
 
     def __post_init__(self) -> None:
         for name in ("block_q", "block_m", "block_n", "segment"):
@@ -67,13 +70,17 @@ class AttentionLaunchConfig:
             raise ValueError(f"segment={self.segment} must be a multiple of block_n={self.block_n}")
         if self.queries_per_kv == 0:
             object.__setattr__(self, "queries_per_kv", self.block_m // self.block_q)
-        if next_power_of_two(self.queries_per_kv) != self.group:
+        if self.head_blocks == 1 and next_power_of_two(self.queries_per_kv) != self.group:
             raise ValueError(f"block_m / block_q = {self.group} must be {self.queries_per_kv} queries per KV head "
                              f"rounded up to a power of two")
+        blocks = -(-self.queries_per_kv // self.group)
+        if self.head_blocks != 1 and (self.head_blocks < 1 or blocks != self.head_blocks):
+            raise ValueError(f"head_blocks={self.head_blocks} must be {self.queries_per_kv} queries per KV head in "
+                             f"blocks of block_m / block_q = {self.group}")
 
     @property
     def group(self) -> int:
-        """Tile rows per token and KV head: queries_per_kv rounded up to a power of two."""
+        """Tile rows per token and KV head (per head block): queries_per_kv rounded up to a power of two."""
         return self.block_m // self.block_q
 
 
@@ -199,14 +206,15 @@ def prefill_config(config: AttentionLaunchConfig, head_dim: int) -> AttentionLau
 
 
 def fold_config(config: AttentionLaunchConfig, head_dim: int) -> AttentionLaunchConfig:
-    """The FOLD combine's launch of a config: one token's query heads per program (as the combine kernel's one row),
-    a warp for every 64 fp32 of the tile's (rows x head dim) partial, at most 8. A program walks a row's segments
-    one after another, so the loads in flight set its time: on the H100, a decode layer at batch 1 and 16K took
-    Llama-3.1-8B's FOLD combine +23 % over the combine kernel on 1 warp, +11 % on 8 (Gemma-3-4B: +4 %, -1 %;
-    integration/results/h100-s34)."""
+    """The FOLD combine's launch of a config: a program per token and query head, as the combine kernel's (head
+    blocks of one head), on a warp for every 64 fp32 of a row's partial. A program walks its row's segments one
+    after another, so the programs in flight set the time: on the H100 at batch 1 and 16K, Llama-3.1-8B's FOLD with a
+    program per KV head (its 4 query heads) took +11 % over the combine kernel on 8 warps, +23 % on 1
+    (integration/results/h100-s34); a program per query head gives the walk the combine kernel's 4x the programs
+    (timed against it: the next GPU lease's `attention_variants.py`)."""
     width = next_power_of_two(head_dim)
-    warps = min(8, max(1, config.group * width // 64))
-    return dataclasses.replace(config, block_m=config.group, block_q=1, num_warps=warps)
+    return dataclasses.replace(config, block_m=1, block_q=1, num_warps=min(8, max(1, width // 64)),
+                               head_blocks=config.queries_per_kv)
 
 
 # How a tile sums its softmax rows. "sum" (tl.sum) reduces in a tree that follows the tile's layout, so on the

@@ -116,8 +116,8 @@ _ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p
     + _MAX_SEQ_LEN_BOUNDS
 # the program and lane that own row {r} (coverage hint, checked): query block, KV head, row in the tile
 _WRITER = {"pid0": "{S}.query_start_loc_ptr[{s}] // BLOCK_Q + {s} + ({r} - {S}.query_start_loc_ptr[{s}]) // BLOCK_Q",
-           "pid1": "{h} // QUERIES_PER_KV",
-           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * GROUP + {h} % QUERIES_PER_KV"}
+           "pid1": "({h} // QUERIES_PER_KV) * HEAD_BLOCKS + ({h} % QUERIES_PER_KV) // GROUP",
+           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * GROUP + ({h} % QUERIES_PER_KV) % GROUP"}
 _SEGMENT_PARTIALS_EQUAL = tuple(
     f"forall(h, 0 <= h < HQ, forall(g, ({_LO}) // SEGMENT <= g <= p // SEGMENT, {c}))" for c in (
         "L.part_m_ptr[x, h, g] == R.part_m_ptr[y, h, g]", "L.part_l_ptr[x, h, g] == R.part_l_ptr[y, h, g]",
@@ -176,9 +176,10 @@ _FED_PARTIALS = tuple(
 # launched) makes a fused launch also store its partials; the chain of goals below then gives "a fused row equals the
 # FOLD of the split partials of the same row" across tile heights, which lets one deployment run prefill steps fused
 # in taller tiles and decode steps split: fused(x) = fused+PROBE(x) = FOLD(probe partials of x) = FOLD(split partials).
+# A FOLD program may take fewer of a KV head's query heads than the others (HEAD_BLOCKS programs a KV head).
 @contract(
     params=_ATTENTION_TENSORS,
-    grid=("T // BLOCK_Q + num_seqs", "HKV", "ite(FUSED, 1, min(num_segments, SEGMENT_STRIDE))"),
+    grid=("T // BLOCK_Q + num_seqs", "HKV * HEAD_BLOCKS", "ite(FUSED, 1, min(num_segments, SEGMENT_STRIDE))"),
     verif=[
         goal("causal_row_invariance", when="FUSED and not FOLD", same=_SAME_ROW, pre=_ROW_INPUTS_EQUAL,
              post=_OUT_EQUAL, witness=_FUSED_WITNESS),
@@ -192,13 +193,14 @@ _FED_PARTIALS = tuple(
              across=("FUSED", "PROBE", "BLOCK_Q", "BLOCK_M", "SEGMENT_STRIDE"), pre=_ROW_INPUTS_EQUAL + _SEGMENTS_ON_GRID,
              post=_SEGMENT_PARTIALS_EQUAL, witness={**_SPLIT_WITNESS, "L": {**_SPLIT_WITNESS["L"], "pid2": "0"}}),
         goal("fused_equals_fold", when="PROBE", right_when="FOLD", same=_SAME_ROW,
-             across=("PROBE", "FOLD", "BLOCK_Q", "BLOCK_M"), pre=_ROW_INPUTS_EQUAL + _FED_PARTIALS, post=_OUT_EQUAL,
-             witness=_FUSED_WITNESS),
+             across=("PROBE", "FOLD", "BLOCK_Q", "BLOCK_M", "GROUP", "HEAD_BLOCKS"),
+             pre=_ROW_INPUTS_EQUAL + _FED_PARTIALS, post=_OUT_EQUAL, witness=_FUSED_WITNESS),
     ],
     symbolic=("HEAD_DIM", "HEAD_DIM_PAD", "PAGE_SIZE", "QUERIES_PER_KV", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
     bounds=_INT32_OFFSETS,
     assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1",
-            "QUERIES_PER_KV <= GROUP", "BLOCK_Q >= 1", "BLOCK_M == BLOCK_Q * GROUP", "BLOCK_N >= 1",
+            "QUERIES_PER_KV <= GROUP * HEAD_BLOCKS", "HEAD_BLOCKS >= 1", "BLOCK_Q >= 1", "BLOCK_M == BLOCK_Q * GROUP",
+            "BLOCK_N >= 1",
             "SEGMENT % BLOCK_N == 0"),
 )
 # num_seqs is the step's batch and num_segments follows an eager step's longest sequence (VOSTI_EAGER_STEP_GRID):
@@ -239,6 +241,7 @@ def _paged_attention_segments_kernel(
     PAGE_SIZE: tl.constexpr,
     QUERIES_PER_KV: tl.constexpr,
     GROUP: tl.constexpr,
+    HEAD_BLOCKS: tl.constexpr,
     BLOCK_Q: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -257,7 +260,8 @@ def _paged_attention_segments_kernel(
     if PDL:
         tl.extra.cuda.gdc_wait()
     q_block = tl.program_id(0)
-    kv_head = tl.program_id(1)
+    # axis 1: KV heads, each in HEAD_BLOCKS programs of GROUP query heads (config.head_blocks)
+    kv_head = tl.program_id(1) // HEAD_BLOCKS
     if not FUSED:
         # The grid spans min(num_segments, SEGMENT_STRIDE) programs per block and head; num_segments follows
         # max_model_len under CUDA graphs. A program whose first segment starts past the step's longest sequence
@@ -286,7 +290,7 @@ def _paged_attention_segments_kernel(
 
     rows = tl.arange(0, BLOCK_M)
     local_token = first_local_token + rows // GROUP
-    head_in_group = rows % GROUP
+    head_in_group = tl.program_id(1) % HEAD_BLOCKS * GROUP + rows % GROUP
     q_head = kv_head * QUERIES_PER_KV + head_in_group
     row_valid = (local_token < q_len) & (head_in_group < QUERIES_PER_KV)
     token = (q_start + local_token).to(tl.int64)
@@ -564,11 +568,13 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
     use_window = sliding_window is not None and sliding_window > 0
     use_soft_cap = soft_cap is not None and soft_cap > 0
     stride = 1 if fused else segment_stride
-    grid = (num_tokens // config.block_q + num_seqs, num_kv_heads, 1 if fused else min(num_segments, stride))
+    grid = (num_tokens // config.block_q + num_seqs, num_kv_heads * config.head_blocks,
+            1 if fused else min(num_segments, stride))
     pdl = dependent_launch.enabled(out)
     guard.check(_paged_attention_segments_kernel, grid, HEAD_DIM=head_dim,
                 HEAD_DIM_PAD=next_power_of_two(head_dim), PAGE_SIZE=page_size, QUERIES_PER_KV=config.queries_per_kv,
-                GROUP=config.group, BLOCK_Q=config.block_q, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+                GROUP=config.group, HEAD_BLOCKS=config.head_blocks, BLOCK_Q=config.block_q, BLOCK_M=config.block_m,
+                BLOCK_N=config.block_n,
                 SEGMENT=config.segment, SEGMENT_STRIDE=stride, SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window,
                 USE_SOFT_CAP=use_soft_cap, FUSED=fused, FOLD=fold, PROBE=False,
                 DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", ROW_SUMS_BY_DOT=config.row_sums_by_dot)
@@ -586,6 +592,7 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
         PAGE_SIZE=page_size,
         QUERIES_PER_KV=config.queries_per_kv,
         GROUP=config.group,
+        HEAD_BLOCKS=config.head_blocks,
         BLOCK_Q=config.block_q,
         BLOCK_M=config.block_m,
         BLOCK_N=config.block_n,
@@ -758,6 +765,7 @@ def verifier_catalog() -> list[dict]:
     def constexprs(key, cfg) -> dict:
         return {"HEAD_DIM": key.head_dim, "HEAD_DIM_PAD": next_power_of_two(key.head_dim),
                 "PAGE_SIZE": key.page_size, "QUERIES_PER_KV": cfg.queries_per_kv, "GROUP": cfg.group,
+                "HEAD_BLOCKS": cfg.head_blocks,
                 "BLOCK_Q": cfg.block_q, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "SEGMENT": cfg.segment,
                 "SEQ_SCAN_CHUNK": _SEQ_SCAN_CHUNK,
                 "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32",
