@@ -42,10 +42,11 @@ _MUTANTS = {
     "split-stride-off-class": ("    seg_begin = tl.program_id(2) + (seg_lag + SEGMENT_STRIDE - 1) // SEGMENT_STRIDE * SEGMENT_STRIDE",
                                "    seg_begin = tl.program_id(2) + seg_lag"),
     # a FOLD program of one query head folds its KV head's first head whatever its head block: the others go unwritten
-    "fold-heads-without-offset": ("    head_in_group = tl.program_id(1) % HEAD_BLOCKS * GROUP + rows % GROUP",
-                                  "    head_in_group = rows % GROUP"),
+    "fold-heads-without-offset": ("        head_in_group += tl.program_id(1) % HEAD_BLOCKS * GROUP",
+                                  "        head_in_group += 0"),
     # the head blocks' programs taken for KV heads: a program folds another KV head's rows
-    "fold-heads-as-kv-heads": ("    kv_head = tl.program_id(1) // HEAD_BLOCKS", "    kv_head = tl.program_id(1) % (HEAD_BLOCKS + 1)"),
+    "fold-heads-as-kv-heads": ("        kv_head = tl.program_id(1) // HEAD_BLOCKS",
+                               "        kv_head = tl.program_id(1) % (HEAD_BLOCKS + 1)"),
     # a split program steps over every other segment of its class: those segments are never computed
     "split-stride-skips": ("    for seg in range(seg_begin, seg_end, SEGMENT_STRIDE):",
                            "    for seg in range(seg_begin, seg_end, 2 * SEGMENT_STRIDE):"),

@@ -116,8 +116,10 @@ _ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p
     + _MAX_SEQ_LEN_BOUNDS
 # the program and lane that own row {r} (coverage hint, checked): query block, KV head, row in the tile
 _WRITER = {"pid0": "{S}.query_start_loc_ptr[{s}] // BLOCK_Q + {s} + ({r} - {S}.query_start_loc_ptr[{s}]) // BLOCK_Q",
-           "pid1": "({h} // QUERIES_PER_KV) * HEAD_BLOCKS + ({h} % QUERIES_PER_KV) // GROUP",
-           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * GROUP + ({h} % QUERIES_PER_KV) % GROUP"}
+           "pid1": "ite(HEAD_BLOCKS == 1, {h} // QUERIES_PER_KV, "
+                   "({h} // QUERIES_PER_KV) * HEAD_BLOCKS + ({h} % QUERIES_PER_KV) // GROUP)",
+           "lane0": "(({r} - {S}.query_start_loc_ptr[{s}]) % BLOCK_Q) * GROUP"
+                    " + ite(HEAD_BLOCKS == 1, {h} % QUERIES_PER_KV, ({h} % QUERIES_PER_KV) % GROUP)"}
 _SEGMENT_PARTIALS_EQUAL = tuple(
     f"forall(h, 0 <= h < HQ, forall(g, ({_LO}) // SEGMENT <= g <= p // SEGMENT, {c}))" for c in (
         "L.part_m_ptr[x, h, g] == R.part_m_ptr[y, h, g]", "L.part_l_ptr[x, h, g] == R.part_l_ptr[y, h, g]",
@@ -260,8 +262,9 @@ def _paged_attention_segments_kernel(
     if PDL:
         tl.extra.cuda.gdc_wait()
     q_block = tl.program_id(0)
-    # axis 1: KV heads, each in HEAD_BLOCKS programs of GROUP query heads (config.head_blocks)
-    kv_head = tl.program_id(1) // HEAD_BLOCKS
+    kv_head = tl.program_id(1)
+    if HEAD_BLOCKS > 1:   # axis 1: KV heads, each in HEAD_BLOCKS programs of GROUP query heads
+        kv_head = tl.program_id(1) // HEAD_BLOCKS
     if not FUSED:
         # The grid spans min(num_segments, SEGMENT_STRIDE) programs per block and head; num_segments follows
         # max_model_len under CUDA graphs. A program whose first segment starts past the step's longest sequence
@@ -290,7 +293,9 @@ def _paged_attention_segments_kernel(
 
     rows = tl.arange(0, BLOCK_M)
     local_token = first_local_token + rows // GROUP
-    head_in_group = tl.program_id(1) % HEAD_BLOCKS * GROUP + rows % GROUP
+    head_in_group = rows % GROUP
+    if HEAD_BLOCKS > 1:
+        head_in_group += tl.program_id(1) % HEAD_BLOCKS * GROUP
     q_head = kv_head * QUERIES_PER_KV + head_in_group
     row_valid = (local_token < q_len) & (head_in_group < QUERIES_PER_KV)
     token = (q_start + local_token).to(tl.int64)
