@@ -9,22 +9,38 @@ from vosti_plugin.attention.paged_batch import bitwise_equal, build_paged_batch,
 from vosti_plugin.integration.reference_attention import reference_attention
 
 
+# fold: (rows, tokens, warps, head blocks) of a FOLD program: one query head of one token, the KV head's heads over
+# head-block programs, a warp for every 64 fp32 of the row
 @pytest.mark.parametrize("head_dim, q_heads, kv_heads, dtype, prefill, fold", [
-    (128, 32, 8, torch.bfloat16, (128, 32, 8), (4, 1, 8)),     # Llama-3.1-8B: 64 rows on 4 warps -> 128 on 8
-    (256, 8, 4, torch.bfloat16, (64, 32, 8), (2, 1, 8)),       # Gemma-3-4B: already 8 warps, head dim 256: kept
-    (128, 28, 4, torch.bfloat16, (128, 16, 8), (8, 1, 8)),     # Qwen2.5-7B: 7 queries a KV head, a group of 8
-    (128, 64, 1, torch.bfloat16, (128, 2, 8), (64, 1, 8)),     # a group of 64
-    (32, 4, 2, torch.float32, (64, 32, 8), (2, 1, 1)),         # the CPU interpreter's 32-row tiles
+    (128, 32, 8, torch.bfloat16, (128, 32, 8), (1, 1, 2, 4)),     # Llama-3.1-8B: 64 rows on 4 warps -> 128 on 8
+    (256, 8, 4, torch.bfloat16, (64, 32, 8), (1, 1, 4, 2)),       # Gemma-3-4B: already 8 warps, head dim 256: kept
+    (128, 28, 4, torch.bfloat16, (128, 16, 8), (1, 1, 2, 7)),     # Qwen2.5-7B: 7 queries a KV head, a group of 8
+    (128, 64, 1, torch.bfloat16, (128, 2, 8), (1, 1, 2, 64)),     # a group of 64
+    (32, 4, 2, torch.float32, (64, 32, 8), (1, 1, 1, 2)),         # the CPU interpreter's 32-row tiles
 ])
 def test_prefill_and_fold_tiles(head_dim, q_heads, kv_heads, dtype, prefill, fold):
     config = select_config(head_dim, q_heads, kv_heads, 16, dtype)
     p, f = prefill_config(config, head_dim), fold_config(config, head_dim)
-    assert (p.block_m, p.block_q, p.num_warps) == prefill and (f.block_m, f.block_q, f.num_warps) == fold
+    assert (p.block_m, p.block_q, p.num_warps) == prefill
+    assert (f.block_m, f.block_q, f.num_warps, f.head_blocks) == fold
     # each warp keeps the rows it holds in the config's tiles; the key tiles, segments and row sums are the config's
     assert p.block_m // p.num_warps == config.block_m // config.num_warps
     for c in (p, f):
-        assert (c.block_n, c.segment, c.group, c.row_sums_by_dot) == (config.block_n, config.segment, config.group,
-                                                                     config.row_sums_by_dot)
+        assert (c.block_n, c.segment, c.row_sums_by_dot) == (config.block_n, config.segment, config.row_sums_by_dot)
+    assert p.group == config.group and p.head_blocks == 1
+    assert f.group * f.head_blocks >= config.queries_per_kv > f.group * (f.head_blocks - 1)
+
+
+def test_head_blocks_must_cover_the_query_heads_exactly():
+    from vosti_plugin.attention.config import AttentionLaunchConfig
+
+    base = dict(block_q=1, block_n=64, segment=512, num_warps=2, num_stages=2, queries_per_kv=4)
+    assert AttentionLaunchConfig(block_m=2, head_blocks=2, **base).group == 2
+    for block_m, blocks in ((1, 3), (1, 5), (2, 3), (4, 2), (1, 0)):
+        with pytest.raises(ValueError, match="head_blocks"):
+            AttentionLaunchConfig(block_m=block_m, head_blocks=blocks, **base)
+    with pytest.raises(ValueError, match="rounded up to a power of two"):
+        AttentionLaunchConfig(block_m=1, **base)    # one head a program needs head blocks
 
 
 def test_the_switch_is_off_by_default_and_names_what_it_takes(monkeypatch):
