@@ -2,6 +2,7 @@
 options, each int argument's class (1, a multiple of 16, other; none for do_not_specialize), each tensor's dtype
 and whether its pointer is on 16 bytes. Two launches with the same signature share one compiled kernel."""
 import contextlib
+import types
 
 import torch
 
@@ -49,7 +50,7 @@ def recording(module, names: tuple[str, ...]):
     for n, kernel in saved.items():
         setattr(module, n, _Recording(kernel, sink, phase))
     try:
-        yield type("Rec", (), {"launches": sink, "phase": phase})
+        yield types.SimpleNamespace(launches=sink, phase=phase)
     finally:
         for n, kernel in saved.items():
             setattr(module, n, kernel)

@@ -34,7 +34,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from vosti_plugin.attention import paged_attention as shipped  # noqa: E402
-from vosti_plugin.attention.config import fold_config, prefill_config, select_config  # noqa: E402
+from vosti_plugin.attention.config import fold_config, next_power_of_two, prefill_config, select_config  # noqa: E402
 from vosti_plugin.attention.paged_batch import build_paged_batch, random_request  # noqa: E402
 
 SOURCE = shipped.__file__
@@ -318,9 +318,8 @@ def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int):
         fold = dataclasses.replace(fold, num_stages=fields.pop("fold_stages"))
     if "fold_heads" in fields:   # query heads a FOLD program folds (0: all of its KV head's)
         heads = fields.pop("fold_heads") or config.group
-        width = 1 << (head_dim - 1).bit_length()
         fold = dataclasses.replace(fold, block_m=heads, head_blocks=-(-config.queries_per_kv // heads),
-                                   num_warps=min(8, max(1, heads * width // 64)))
+                                   num_warps=min(8, max(1, heads * next_power_of_two(head_dim) // 64)))
     if fields.pop("prefill_fused", False) and mode == "prefill":
         return prefill_config(config, head_dim), "fused", None
     return variant_config(config, fields, path), path, fold if path == "split" else None
