@@ -43,14 +43,18 @@ def test_head_blocks_must_cover_the_query_heads_exactly():
         AttentionLaunchConfig(block_m=1, **base)    # one head a program needs head blocks
 
 
-def test_the_switch_is_off_by_default_and_names_what_it_takes(monkeypatch):
+def test_the_switch_is_on_by_default_for_16_bit_groups_of_up_to_8_and_names_what_it_takes(monkeypatch):
     monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM", raising=False)
-    assert fused_prefill_from() == 0
-    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "512")
-    assert fused_prefill_from() == 512
+    for dtype in (torch.bfloat16, torch.float16):
+        assert [fused_prefill_from(dtype, qpk) for qpk in (1, 3, 4, 7, 8, 9, 16)] == [512] * 5 + [0, 0]
+    assert fused_prefill_from(torch.float32, 4) == 0            # the CPU interpreter
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "0")
+    assert fused_prefill_from(torch.bfloat16, 4) == 0
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "64")
+    assert fused_prefill_from(torch.float32, 16) == fused_prefill_from(torch.bfloat16, 64) == 64
     monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "yes")
     with pytest.raises(ValueError, match="a number of query tokens"):
-        fused_prefill_from()
+        fused_prefill_from(torch.bfloat16, 4)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -96,18 +100,24 @@ def test_startup_probe_compares_fused_prefill_rows_with_split_rows(monkeypatch):
         assert taller > config.block_m
         monkeypatch.setenv("VOSTI_MID_GEMM", "0")   # GEMM tiles of `taller` rows would fail their own probes too
         assert_only_probe_refuses_under_tile_height_dot(monkeypatch, facts, taller, "paged_attention/fused-prefill",
-                                                        "unset VOSTI_PREFILL_FUSED_FROM")
+                                                        "set VOSTI_PREFILL_FUSED_FROM=0")
     finally:
         host_numerics.clear_cache()
 
 
 def test_launch_check_wants_the_prefill_and_fold_configs_only_when_on(monkeypatch):
+    import dataclasses
+
     from tests.test_host_numerics import tiny_facts
     from vosti_plugin.launch.verified import kernel_configs_for, wanted_configs
 
     facts = tiny_facts()
+    fused = {"paged_attention/prefill", "paged_attention/fold"}
     monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM", raising=False)
-    assert not {"paged_attention/prefill", "paged_attention/fold"} & set(kernel_configs_for(facts))
+    assert not fused & set(kernel_configs_for(facts))        # fp32: off by default
+    assert fused <= set(kernel_configs_for(dataclasses.replace(facts, dtype="bfloat16")))   # 16-bit: on
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "0")
+    assert not fused & set(kernel_configs_for(dataclasses.replace(facts, dtype="bfloat16")))
     monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "64")
     configs = kernel_configs_for(facts)
     assert configs["paged_attention/prefill"]["block_m"] == 2 * configs["paged_attention"]["block_m"]

@@ -25,7 +25,8 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
                                                         "vosti-sum64": "0"}.get(mode)
     assert os.environ.get("VOSTI_ATTENTION_ROW_SUMS") == {"vosti-decode16": "sum", "vosti-dot16": "dot",
                                                           "vosti-sum64": "sum"}.get(mode)
-    assert os.environ.get("VOSTI_PREFILL_FUSED_FROM") == ("512" if mode == "vosti-fused-prefill" else None)
+    assert os.environ.get("VOSTI_PREFILL_FUSED_FROM") == {"vosti-fused-prefill": "512",
+                                                          "vosti-split-prefill": "0"}.get(mode)
     assert os.environ.get("VOSTI_MID_GEMM") == {"vosti-mid-gemm": "1", "vosti-no-mid-gemm": "0"}.get(mode)
     assert os.environ.get("VOSTI_DEPENDENT_LAUNCH") == ("1" if mode == "vosti-pdl" else None)
     kw = bench_modes.engine_kwargs(mode)

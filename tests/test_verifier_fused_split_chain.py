@@ -161,8 +161,17 @@ def test_the_catalog_chains_every_fused_prefill_launch(monkeypatch):
                      and fam["num_warps"] == 8 and c["HEAD_DIM"] <= 128}
     assert fused_prefill and fused_prefill <= set(chained)
     assert all(kinds == {"fold", "fused", "split"} for kinds in chained.values())
-    monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM")
+    monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "0")
     assert not any(len(p) == 4 for p in shipped.verifier_catalog()[0]["cross"])
+
+
+def test_the_default_catalog_chains_the_16_bit_groups_of_up_to_8(monkeypatch):
+    """Unset, the catalog lists the chain for exactly the geometries that run both paths by default."""
+    monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM", raising=False)
+    rows = [row for pair in shipped.verifier_catalog()[0]["cross"] if len(pair) == 4 for row in [pair[3]]]
+    assert rows
+    assert {r["DOT_PRECISION"] for r in rows} == {"tf32"} and max(r["GROUP"] for r in rows) == 8
+    assert {r["QUERIES_PER_KV"] for r in rows} == set(range(1, 9))
 
 
 

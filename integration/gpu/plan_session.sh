@@ -215,9 +215,9 @@ for step in $STEPS; do
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-fused-prefill,default \
         --per-gpu 4 --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-fused-prefill" \
         > "$R/harness-fused-prefill.log" 2>&1; log "harness-fused-prefill rc=$?" ;;
-    bench-fused-prefill)   # prefill and decode with VOSTI_PREFILL_FUSED_FROM=512 vs vosti vs stock default, batch 4 (#20)
+    bench-fused-prefill)   # prefill and decode: vosti (fused prefill from 512 tokens by default where the group is <= 8) vs every step split vs stock default, batch 4 (#20)
       for m in ${FUSED_PREFILL_MODELS:-llama31-8b}; do
-        env OUT="$R/bench-fused-prefill-$m" MODEL=$m BENCH_MODES="${FUSED_PREFILL_BENCH_MODES:-vosti-fused-prefill vosti default}" \
+        env OUT="$R/bench-fused-prefill-$m" MODEL=$m BENCH_MODES="${FUSED_PREFILL_BENCH_MODES:-vosti vosti-split-prefill default}" \
           CONTEXTS=${FUSED_PREFILL_CONTEXTS:-1024,8192,16384} BATCHES=4 DECODE=128 REPEATS=${REPEATS:-2} MODE_TIMEOUT=300 bash integration/gpu/session.sh bench \
           > "$R/bench-fused-prefill-$m.log" 2>&1
       done; log "bench-fused-prefill done" ;;

@@ -180,17 +180,28 @@ def launched_decode_config(config: AttentionLaunchConfig) -> AttentionLaunchConf
 # rows, which the verifier proves through the FOLD launch mode (paged_attention's contract: a fused row equals the
 # FOLD of the split partials of that row, whatever the two launches' tile heights); the split path's combine is
 # then a FOLD launch. Whether the GPU's row sums keep their bits in the taller tile is a platform fact, checked at
-# startup (launch.host_numerics). Off until the H200 has timed it.
+# startup (launch.host_numerics).
+# On by default from 512 tokens for 16-bit geometries of up to 8 query heads a KV head. H100, session 36 (batch 4,
+# 8K / 16K): Llama-3.1-8B prefill 1.09x / 1.16x the split path's tok/s, decode 0.99x / 0.97x; Gemma-3-4B prefill
+# 1.04x / 1.07x, decode 1.02x / 1.05x (integration/results/h100-s36). Off for fp32 (the CPU interpreter, where
+# prefill speed is not the point) and for groups of 16+ query heads, whose chain proofs take one geometry a proof
+# (verifier_catalog's _cross_chunk: about 6,000 proof groups, not a catalog a 2-core machine proves ahead of time).
 FUSED_PREFILL_ENV = "VOSTI_PREFILL_FUSED_FROM"
+FUSED_PREFILL_DEFAULT_FROM = 512
+FUSED_PREFILL_MAX_GROUP = 8
 
 
-def fused_prefill_from() -> int:
-    """Query tokens from which a step with a prefill runs the fused path (0: every step runs the deployment's path)."""
+def fused_prefill_from(dtype: torch.dtype, queries_per_kv: int) -> int:
+    """Query tokens from which a step with a prefill runs the fused path, for a geometry (0: every step runs the
+    deployment's path). VOSTI_PREFILL_FUSED_FROM=N sets it for every geometry (0: off); unset, the default above."""
     raw = os.environ.get(FUSED_PREFILL_ENV, "").strip()
+    if raw == "":
+        default_on = dtype != torch.float32 and next_power_of_two(queries_per_kv) <= FUSED_PREFILL_MAX_GROUP
+        return FUSED_PREFILL_DEFAULT_FROM if default_on else 0
     if not raw.isdigit():
-        if raw:
-            raise ValueError(f"{FUSED_PREFILL_ENV}={raw!r}: a number of query tokens (0 or unset: off)")
-        return 0
+        raise ValueError(f"{FUSED_PREFILL_ENV}={raw!r}: a number of query tokens (0: off; unset: "
+                         f"{FUSED_PREFILL_DEFAULT_FROM} for 16-bit geometries of up to {FUSED_PREFILL_MAX_GROUP} "
+                         f"query heads a KV head)")
     return int(raw)
 
 

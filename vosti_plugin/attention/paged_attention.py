@@ -779,8 +779,7 @@ def verifier_catalog() -> list[dict]:
     # every tile sums its rows as its geometry or VOSTI_ATTENTION_ROW_SUMS says, and decode tiles are launched, and so
     # proved, where they follow (cfgmod.decode_tile_rows; the verifier's catalog fingerprint includes both switches)
     # fused prefill launches, FOLD combines and the chain that makes them one algorithm with the split launches are
-    # launched, and so proved, only where VOSTI_PREFILL_FUSED_FROM turns them on
-    both_paths = cfgmod.fused_prefill_from() > 0
+    # launched, and so proved, only for the geometries VOSTI_PREFILL_FUSED_FROM (or its default) turns them on for
     configs: list[tuple[dict, dict]] = []
     decode: list[tuple[dict, dict]] = []
     both: dict[str, tuple[dict, dict]] = {}   # fused prefill and FOLD launches
@@ -797,7 +796,7 @@ def verifier_catalog() -> list[dict]:
             for window in (False, True):
                 flags = {"USE_SOFT_CAP": soft_cap, "USE_WINDOW": window}
                 configs.append((_launch_mode({**base, **flags}, True), fam))
-                if both_paths:
+                if cfgmod.fused_prefill_from(key.dtype, key.queries_per_kv) > 0:
                     _both_paths(key, cfg, {**base, **flags}, constexprs, both, cross_seen)
                 for d_constexprs, d_fam in decode_fams:
                     left = _launch_mode({**d_constexprs, **flags}, False)

@@ -126,7 +126,7 @@ _DECODE_TILES_PROBE = "paged_attention/decode-tiles"
 DECODE_TILES_FIX = ("set VOSTI_DECODE_TILE_ROWS=0: decode steps then run the prefill tiles (slower decode attention, "
                     "the same guarantee); and report this GPU, driver and Triton version")
 _FUSED_PREFILL_PROBE = "paged_attention/fused-prefill"
-FUSED_PREFILL_FIX = ("unset VOSTI_PREFILL_FUSED_FROM: every step then runs the split path in one tile height (slower "
+FUSED_PREFILL_FIX = ("set VOSTI_PREFILL_FUSED_FROM=0: every step then runs the split path in one tile height (slower "
                      "prefill attention, the same guarantee); and report this GPU, driver and Triton version")
 # refusals whose fix turns one switch off: (probe, fix)
 _SWITCH_FIXES = ((_DECODE_TILES_PROBE, DECODE_TILES_FIX), (_FUSED_PREFILL_PROBE, FUSED_PREFILL_FIX))
@@ -248,7 +248,7 @@ def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
         probes.append(ProbeResult(_DECODE_TILES_PROBE, () if _same(prefilled, torch.cat(decoded_rows)) else
                                   (f"prefill rows in {config.block_m}-row tiles vs the same positions decoded in "
                                    f"{decode.block_m}-row tiles",)))
-    if fused_prefill_from():
+    if fused_prefill_from(dtype, config.queries_per_kv):
         # prefill steps run fused in taller tiles, the others split with a FOLD combine: the rows of a prefill that
         # spans two segments, both ways
         rows = min((8 if device == "cuda" else 1) * config.block_q + 5, kv_len)

@@ -40,7 +40,7 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
     decode = launched_decode_config(attention)
     if decode != attention:
         configs["paged_attention/decode"] = dataclasses.asdict(decode)
-    if fused_prefill_from():
+    if fused_prefill_from(dtype, attention.queries_per_kv):
         configs["paged_attention/prefill"] = dataclasses.asdict(prefill_config(attention, f.head_size))
         configs["paged_attention/fold"] = dataclasses.asdict(fold_config(attention, f.head_size))
     for name, (n, k) in linear_shapes(f).items():

@@ -147,14 +147,14 @@ def _refusal(kernel: Any, config: dict, why: str) -> ObligationReport:
 CATALOG_REGISTRY = "vosti_plugin.kernel_catalog"  # module whose KERNEL_MODULES lists the catalog's modules
 # environment switches that change what the catalog lists (its stored verification is kept per value)
 CATALOG_SWITCHES = ("VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS", "VOSTI_PREFILL_FUSED_FROM")
-# switches whose every positive value lists the same catalog (a token threshold: on or off)
+# switches whose every positive value lists the same catalog (a token threshold: on, off, or unset: by geometry)
 _ON_OFF_SWITCHES = ("VOSTI_PREFILL_FUSED_FROM",)
 
 
 def _switch_value(name: str) -> str:
     value = os.environ.get(name, "").strip().lower()
-    if name in _ON_OFF_SWITCHES:
-        return "on" if value.isdigit() and int(value) > 0 else ""
+    if name in _ON_OFF_SWITCHES and value:
+        return "on" if value.isdigit() and int(value) > 0 else "off"
     return value   # unset differs from "0" and "sum": each geometry then picks its own (attention.config)
 
 

@@ -7,8 +7,9 @@ One kernel path serves prefill, chunked prefill and decode; the launch config co
 geometry alone (see vosti_plugin.attention.config.select_config). Where decode tiles are on (config.decode_tile_rows:
 rows summed by dot, or VOSTI_DECODE_TILE_ROWS), a step whose every query has length 1 runs the geometry's decode
 config instead, whose rows the verifier proves equal to the
-prefill config's (config.decode_config). With VOSTI_PREFILL_FUSED_FROM=N, a step of at least N query tokens
-that holds a prefill runs the fused path in config.prefill_config's taller tiles and the split path's combine is a
+prefill config's (config.decode_config). From config.fused_prefill_from's threshold (512 query tokens for 16-bit
+geometries of up to 8 query heads a KV head; VOSTI_PREFILL_FUSED_FROM=N sets it, 0 turns it off), a step that holds
+a prefill runs the fused path in config.prefill_config's taller tiles and the split path's combine is a
 FOLD launch, whose rows the verifier proves equal to the fused launch's (paged_attention's chain of goals).
 """
 from __future__ import annotations
@@ -322,7 +323,7 @@ class VostiAttentionImpl(_AttentionImpl):
             decode_query_len=1 + (getattr(spec, "num_speculative_tokens", 0) or 0 if spec is not None else 0))
         self._capacity = 0
         self._decode_config = None
-        self._fused_from = fused_prefill_from()
+        self._fused_from = 0
         self._prefill_config = self._fold_config = None
         self._warmed = False
 
@@ -336,6 +337,7 @@ class VostiAttentionImpl(_AttentionImpl):
                 num_q_heads=self.num_heads, head_dim=self.head_size,
                 limit_bytes=SPLIT_WORKSPACE_BYTES.get(device.type, SPLIT_WORKSPACE_BYTES["cpu"]),
                 stretch_bytes=_workspace_stretch_bytes(device))
+            self._fused_from = fused_prefill_from(dtype, self._config.queries_per_kv)
             if self._path == "split" and self._fused_from:
                 self._prefill_config = prefill_config(self._config, self.head_size)
                 self._fold_config = fold_config(self._config, self.head_size)

@@ -15,12 +15,15 @@ import os
 # vosti-dot16: the same tiles on the config's warps, every tile summing softmax rows by dot (VOSTI_ATTENTION_ROW_SUMS),
 # every geometry (by default only 16-bit head dim 256 does); vosti-sum64: tl.sum's rows and decode in the prefill
 # tiles, every geometry (VOSTI_ATTENTION_ROW_SUMS=sum, VOSTI_DECODE_TILE_ROWS=0).
-# vosti-fused-prefill: steps of 512+ tokens with a prefill run fused in taller tiles (VOSTI_PREFILL_FUSED_FROM=512).
+# vosti-fused-prefill: steps of 512+ tokens with a prefill run fused in taller tiles (VOSTI_PREFILL_FUSED_FROM=512,
+# every geometry; by default 16-bit geometries of up to 8 query heads a KV head); vosti-split-prefill: every step on
+# the split path with the combine kernel (VOSTI_PREFILL_FUSED_FROM=0), as before that default.
 # vosti-mid-gemm: GEMMs of 64 to 255 rows in 64-row tiles (VOSTI_MID_GEMM=1, the default); vosti-no-mid-gemm:
 # in the decode tiles (VOSTI_MID_GEMM=0), as before.
 # vosti-pdl: kernels launched with programmatic dependent launch (VOSTI_DEPENDENT_LAUNCH=1; off by default).
 MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
          "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "vosti-dot16", "vosti-sum64", "vosti-fused-prefill",
+         "vosti-split-prefill",
          "vosti-mid-gemm", "vosti-no-mid-gemm", "vosti-pdl", "default", "bi")
 FUSED_PREFILL_FROM = "512"
 _EAGER_STEP_GRID = {"vosti-step-grid": "1", "vosti-model-grid": "0"}
@@ -45,6 +48,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_DECODE_TILE_ROWS"], os.environ["VOSTI_ATTENTION_ROW_SUMS"] = _ATTENTION_ROWS[mode]
     if mode == "vosti-fused-prefill":
         os.environ["VOSTI_PREFILL_FUSED_FROM"] = FUSED_PREFILL_FROM
+    if mode == "vosti-split-prefill":
+        os.environ["VOSTI_PREFILL_FUSED_FROM"] = "0"
     if mode in _MID_GEMM:
         os.environ["VOSTI_MID_GEMM"] = _MID_GEMM[mode]
     if mode == "vosti-pdl":

@@ -50,6 +50,9 @@ MODES: dict[str, Mode] = {
     # every step of 2+ tokens with a prefill fused in taller tiles, the rest split: the classes compare rows of both
     "vosti-fused-prefill": Mode("vosti-fused-prefill", "vLLM + vosti, prefill steps fused in taller tiles", vosti=True,
                                 env={"VOSTI_PREFILL_FUSED_FROM": "2"}),
+    # every step split, the combine kernel folding (the default's other path, as before it)
+    "vosti-split-prefill": Mode("vosti-split-prefill", "vLLM + vosti, every step split", vosti=True,
+                                env={"VOSTI_PREFILL_FUSED_FROM": "0"}),
     "vosti-mid-gemm": Mode("vosti-mid-gemm", "vLLM + vosti, GEMMs of 64-255 rows in 64-row tiles", vosti=True,
                            env={"VOSTI_MID_GEMM": "1"}),
     "vosti-no-mid-gemm": Mode("vosti-no-mid-gemm", "vLLM + vosti, GEMMs below 256 rows in the decode tiles",
