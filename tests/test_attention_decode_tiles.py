@@ -75,7 +75,9 @@ def test_catalog_lists_the_decode_configs_launched_and_keeps_a_stored_catalog_pe
 
     def decode_launches() -> list[dict]:
         entry = next(e for e in catalog_entries() if e["kernel"].fn.__name__ == "_paged_attention_segments_kernel")
-        return [left for left, _right, _fam in entry["cross"]] + [c for c, fam in entry["configs"] if fam["block_m"] < 32]
+        decode_pairs = [pair for pair in entry["cross"] if len(pair) == 3]   # 4: the fused prefill's chain
+        tiles = [c for c, fam in entry["configs"] if fam["block_m"] < 32 and not c["FOLD"]]   # FOLD: a row a program
+        return [left for left, _right, _fam in decode_pairs] + tiles
 
     monkeypatch.delenv("VOSTI_ATTENTION_ROW_SUMS", raising=False)
     monkeypatch.delenv("VOSTI_DECODE_TILE_ROWS", raising=False)
@@ -99,8 +101,9 @@ def test_catalog_proves_decode_configs_only_across_and_groups_them(monkeypatch):
     across = [g for g in groups if g.goal == "causal_segment_partials across"]
     own = [g for g in groups if not g.goal.endswith("across")]
     entry = next(e for e in catalog_entries() if e["kernel"].fn.__name__ == "_paged_attention_segments_kernel")
-    decode_rows = {json.dumps(left, sort_keys=True) for left, _right, _fam in entry["cross"]}
-    assert decode_rows and all(left["BLOCK_M"] < right["BLOCK_M"] for left, right, _ in entry["cross"])
+    decode_pairs = [pair for pair in entry["cross"] if len(pair) == 3]   # 4: the fused prefill's chain
+    decode_rows = {json.dumps(left, sort_keys=True) for left, _right, _fam in decode_pairs}
+    assert decode_rows and all(left["BLOCK_M"] < right["BLOCK_M"] for left, right, _ in decode_pairs)
     # every decode launch of the catalog is proved, across, in one group per tile shape (not one per geometry)
     assert sum(len(g.members) for g in across) == len(decode_rows)
     assert len(across) == len({(g.task[2]["GROUP"], g.task[2]["BLOCK_M"], g.task[2]["DOT_PRECISION"],
