@@ -168,11 +168,25 @@ def test_the_catalog_chains_every_fused_prefill_launch(monkeypatch):
 def test_the_default_catalog_chains_the_16_bit_groups_of_up_to_8(monkeypatch):
     """Unset, the catalog lists the chain for exactly the geometries that run both paths by default."""
     monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM", raising=False)
-    rows = [row for pair in shipped.verifier_catalog()[0]["cross"] if len(pair) == 4 for row in [pair[3]]]
+    rows = [pair[3] for pair in shipped.verifier_catalog()[0]["cross"] if len(pair) == 4]
     assert rows
     assert {r["DOT_PRECISION"] for r in rows} == {"tf32"} and max(r["GROUP"] for r in rows) == 8
     assert {r["QUERIES_PER_KV"] for r in rows} == set(range(1, 9))
 
+
+def test_the_stored_catalog_is_kept_apart_for_unset_off_and_on(monkeypatch):
+    """Three catalogs (the default's, none, every geometry's chain): three stored verifications; every positive
+    threshold lists the same catalog."""
+    from vosti_plugin.verifier.api import _fingerprint
+
+    fps = {}
+    for value in (None, "0", "512", "64"):
+        if value is None:
+            monkeypatch.delenv("VOSTI_PREFILL_FUSED_FROM", raising=False)
+        else:
+            monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", value)
+        fps[value] = _fingerprint(None)
+    assert len({fps[None], fps["0"], fps["512"]}) == 3 and fps["512"] == fps["64"]
 
 
 def test_cross_proofs_of_large_query_groups_cover_one_geometry_each(monkeypatch):
