@@ -760,6 +760,13 @@ def _cross_chunk(key: dict) -> int | None:
     return 4 if key.get("PROBE") and key.get("GROUP", 1) >= 16 else None
 
 
+def geometry_constexprs(head_dim: int, page_size: int, dtype: torch.dtype) -> dict:
+    """The constexprs every paged-attention launch of one deployment passes, whatever the step: they follow from
+    its head dim, page size and dtype alone (the launch config picks the rest)."""
+    return {"HEAD_DIM": head_dim, "HEAD_DIM_PAD": next_power_of_two(head_dim), "PAGE_SIZE": page_size,
+            "DOT_PRECISION": "ieee" if dtype == torch.float32 else "tf32"}
+
+
 def verifier_catalog() -> list[dict]:
     """The verifier's catalog of this module: every constexpr config `paged_attention` can launch for the
     geometries of `config.CATALOG`, per kernel, with the launch-config fields it comes from."""
@@ -768,12 +775,10 @@ def verifier_catalog() -> list[dict]:
     from vosti_plugin.attention import config as cfgmod
 
     def constexprs(key, cfg) -> dict:
-        return {"HEAD_DIM": key.head_dim, "HEAD_DIM_PAD": next_power_of_two(key.head_dim),
-                "PAGE_SIZE": key.page_size, "QUERIES_PER_KV": cfg.queries_per_kv, "GROUP": cfg.group,
-                "HEAD_BLOCKS": cfg.head_blocks,
+        return {**geometry_constexprs(key.head_dim, key.page_size, key.dtype),
+                "QUERIES_PER_KV": cfg.queries_per_kv, "GROUP": cfg.group, "HEAD_BLOCKS": cfg.head_blocks,
                 "BLOCK_Q": cfg.block_q, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "SEGMENT": cfg.segment,
                 "SEQ_SCAN_CHUNK": _SEQ_SCAN_CHUNK,
-                "DOT_PRECISION": "ieee" if key.dtype == torch.float32 else "tf32",
                 "ROW_SUMS_BY_DOT": cfg.row_sums_by_dot, "FOLD": False, "PROBE": False}
 
     # every tile sums its rows as its geometry or VOSTI_ATTENTION_ROW_SUMS says, and decode tiles are launched, and so

@@ -68,24 +68,26 @@ def check_launch_or_raise(vllm_config, pm=None, certificate_path: str | os.PathL
     return cert
 
 
-def check_in_engine_process(vllm_config, where: str) -> None:
+def check_in_engine_process(vllm_config, where: str) -> LaunchFacts | None:
     """The same check where the final config lands (engine core's scheduler, each worker); a refusal
-    here aborts startup too. Certificates are written where the config was built, not again here."""
+    here aborts startup too. Certificates are written where the config was built, not again here.
+    Returns the facts it accepted (None: vosti is not selected)."""
     from vosti_plugin import selection
 
     if not selection.selected_in_config(vllm_config):
-        return
+        return None
     _quiet_interpreter()
     facts = facts_from_vllm_config(vllm_config)
     key = _check_key(facts, None)
     if key in _checked:
-        return
+        return facts
     failures = run_check(facts)
     if failures:
         raise LaunchRefused(failures)
     _checked.add(key)
     guard.arm_for_serving(getattr(vllm_config, "additional_config", None), wanted_configs(facts))
     vosti_logger().info("vosti launch check passed in %s", where)
+    return facts
 
 
 def _check_key(facts: LaunchFacts, certificate_path) -> str:

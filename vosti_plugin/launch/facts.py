@@ -26,6 +26,7 @@ class LaunchFacts:
     num_gpu_blocks: int | None
     platform: str                   # "cpu" | "cuda" | ...
     kv_cache_dtype: str = "auto"
+    attention_soft_cap: bool = False  # attention logits soft-capped (Gemma-2's attn_logit_softcapping)
     scheduler_cls: str = ""         # as configured
     scheduler_built: str = ""       # what the engine constructs (VostiScheduler picks its async subclass)
     async_scheduling: bool = False

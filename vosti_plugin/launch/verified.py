@@ -70,20 +70,48 @@ _proof_views: dict[str, tuple[frozenset, frozenset]] = {}   # by proof-cache dir
 
 
 # Families whose every launch config follows from the geometry alone (one attention config per model), so a
-# deployment needs only their proofs of that config. The others are proved whole: GEMMs, norms and softmax
-# also run through aten overrides on shapes no launch fact names, and their proofs are cheap (a tenth of the
-# catalog's proof time; attention is the rest).
+# deployment needs only their proofs of that config at its geometry. The others are proved whole: GEMMs, norms
+# and softmax also run through aten overrides on shapes no launch fact names, and their proofs are cheap (a
+# tenth of the catalog's proof time; attention is the rest).
 EXACT_FAMILIES = ("paged_attention",)
 
 
+def geometry_pins(f: LaunchFacts) -> dict[str, tuple]:
+    """family -> (constexpr, the values this deployment's launches of it pass), sorted, for the EXACT_FAMILIES:
+    its head dim, page size and dtype's; the soft cap where its model caps attention logits; window masks where
+    it has a sliding window (its global layers too: both values)."""
+    from vosti_plugin.attention.paged_attention import geometry_constexprs
+
+    attention = {name: (value,) for name, value in
+                 geometry_constexprs(f.head_size, f.page_size, getattr(torch, f.dtype)).items()}
+    attention.update(USE_SOFT_CAP=(f.attention_soft_cap,),
+                     USE_WINDOW=(False, True) if f.sliding_window else (False,))
+    return {"paged_attention": tuple(sorted(attention.items()))}
+
+
+def layer_outside_pins(f: LaunchFacts, soft_cap: bool, window: bool) -> str | None:
+    """Why an attention layer built with this soft cap and window would launch configs this deployment's proofs
+    do not cover (geometry_pins read them from the model config: an architecture passing them another way), or
+    None."""
+    pins = dict(geometry_pins(f)["paged_attention"])
+    wrong = [f"{name}={value}" for name, value in (("USE_SOFT_CAP", soft_cap), ("USE_WINDOW", window))
+             if value not in pins[name]]
+    if not wrong:
+        return None
+    return (f"an attention layer launches {', '.join(wrong)}, but the launch check read soft cap "
+            f"{f.attention_soft_cap} and sliding window {f.sliding_window} from the model config and proved only "
+            f"{dict((n, pins[n]) for n in ('USE_SOFT_CAP', 'USE_WINDOW'))}")
+
+
 def wanted_configs(f: LaunchFacts, configs: dict | None = None) -> dict[str, set]:
-    """family -> the launch configs (sorted items) this deployment selects, for the EXACT_FAMILIES; `configs`:
-    kernel_configs_for(f) where the caller has it."""
+    """family -> (launch config, pins) of each launch config this deployment selects (sorted items), for the
+    EXACT_FAMILIES (verifier.api.wants); `configs`: kernel_configs_for(f) where the caller has it."""
+    pins = geometry_pins(f)
     wanted: dict[str, set] = {family: set() for family in EXACT_FAMILIES}
     for kernel, cfg in (configs if configs is not None else kernel_configs_for(f)).items():
         family = kernel.split("/")[0]
         if family in wanted:
-            wanted[family].add(_config_item(cfg))
+            wanted[family].add((_config_item(cfg), pins[family]))
     return wanted
 
 
@@ -92,10 +120,10 @@ def _config_item(cfg: dict) -> tuple:
 
 
 def _proof_view(wanted: dict[str, set]) -> tuple[frozenset, frozenset]:
-    """(proved, catalog) as sets of (family, sorted config items).  From the whole catalog's stored
-    verification when there is one; else only the proofs this deployment needs are run (its attention
-    config's and every other family's: about 30 s on 2 cores, the whole catalog over two minutes), with a
-    line per finished proof, cached like the catalog's."""
+    """(proved, catalog) as sets of (family, sorted config items), proved as this deployment launches them
+    (`wanted`).  From the whole catalog's stored verification when there is one; else only the proofs this
+    deployment needs are run (its attention configs at its geometry, every other family whole), with a line
+    per finished proof, cached like the catalog's."""
     from vosti_plugin.verifier.api import (_fingerprint, cached_results, catalog_entries, default_cache_dir,
                                            proved_configs, verify_configs)
 
@@ -105,7 +133,7 @@ def _proof_view(wanted: dict[str, set]) -> tuple[frozenset, frozenset]:
     results = cached_results()   # the whole catalog's rows: read once (29,665 rows, about a second)
     if results is None:
         results = verify_configs(wanted, on_group=_log_proof)
-    proved = frozenset(proved_configs(results))
+    proved = frozenset(proved_configs(results, wanted=wanted))
     catalog = frozenset((e["family"], tuple(sorted(fam.items()))) for e in catalog_entries() for _cfg, fam in e["configs"])
     _proof_views[fp] = (proved, catalog)
     return proved, catalog

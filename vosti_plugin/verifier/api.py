@@ -33,7 +33,7 @@ from vosti_plugin.verifier.frontend import Unsupported, kernel_from_function, ke
 from vosti_plugin.verifier.report import Obligation, ObligationReport, Result, results_json, results_table
 
 __all__ = ["verify_kernel", "verify_catalog", "verify_configs", "results_table", "results_json", "proved_configs", "Result",
-           "ObligationReport", "default_cache_dir", "catalog_entries", "catalog_plan", "Group"]
+           "ObligationReport", "default_cache_dir", "catalog_entries", "catalog_plan", "Group", "wants"]
 
 VERSION = "1"
 
@@ -307,13 +307,25 @@ class Group:
     task: tuple  # what _run_group needs (picklable)
 
 
-Wanted = dict  # family -> set of its launch configs, each as sorted (field, value) items
+Wanted = dict  # family -> set of (launch config: sorted (field, value) items, pins: sorted (name, values)); see wants()
+
+
+def wants(wanted: Wanted | None, family: str, cfg: dict, fam: dict) -> bool:
+    """Does a deployment that wants `wanted` launch the catalog's constexpr config `cfg` (of launch config `fam`)?
+    Every config of a family `wanted` does not name; of one it names, those of a wanted launch config whose
+    constexprs take one of the values the item's pins allow (what the deployment's geometry fixes: its head dim,
+    page size, soft cap, ...; a pin the config does not take is no constraint)."""
+    if wanted is None or family not in wanted:
+        return True
+    items = tuple(sorted(fam.items()))
+    return any(items == launch and all(name not in cfg or cfg[name] in values for name, values in pins)
+               for launch, pins in wanted[family])
 
 
 def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tuple[list[Group], list[Result]]:
     """The groups a catalog verification proves, and the rows of kernels outside the subset.  With `wanted`,
-    only what one deployment needs: of a family it names, the groups with a member of one of its launch
-    configs (the proof covers the whole group); of every other family, all groups."""
+    only what one deployment needs: of a family it names, the configs it launches (wants()), so each group's
+    proof ranges over that deployment's symbolic values only; of every other family, all groups."""
     groups: list[Group] = []
     rejected: list[Result] = []
     for ei, entry in enumerate(catalog_entries()):
@@ -340,12 +352,9 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
             if entry.get("cross_only") else set()
         for gi, g in enumerate(spec.verif):
             for key, members in _groups(entry, k, spec):
-                members = [(c, f) for c, f in members if g.applies(c)
+                members = [(c, f) for c, f in members if g.applies(c) and wants(wanted, entry["family"], c, f)
                            and not (g.across and cross_only and tuple(sorted(c.items())) in cross_only)]
                 if not members:
-                    continue
-                if wanted is not None and entry["family"] in wanted and not any(
-                        tuple(sorted(f.items())) in wanted[entry["family"]] for _c, f in members):
                     continue
                 distinct = {json.dumps(d, sort_keys=True): d for d in
                             ({n: c[n] for n in spec.symbolic if n in c} for c, _ in members) if d}
@@ -378,7 +387,7 @@ def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, 
         left, right, fam = pair[:3]
         if not g.applies(left) or not g.applies_right(right):
             continue
-        if wanted is not None and entry["family"] in wanted and tuple(sorted(fam.items())) not in wanted[entry["family"]]:
+        if not wants(wanted, entry["family"], pair[3] if len(pair) > 3 else left, fam):
             continue
         concrete = [{n: v for n, v in sorted(c.items()) if n not in sym} for c in (left, right)]
         gk = json.dumps(concrete, sort_keys=True, default=str)
@@ -545,9 +554,11 @@ def cached_results(cache_dir: Path | None = None) -> list[Result] | None:
 
 
 def proved_configs(results: Iterable[Result] | None = None, *, run: bool = False,
-                   cache_dir: Path | None = None) -> list[tuple[str, tuple]]:
+                   cache_dir: Path | None = None, wanted: Wanted | None = None) -> list[tuple[str, tuple]]:
     """(family, sorted config items) of every catalog config all of whose kernels and goals are proved;
     families and configs are those of the plugin's launch catalogs (AttentionLaunchConfig, MatmulConfig...).
+    With `wanted`, a launch config of a family it names counts as proved when the constexpr configs that
+    deployment launches of it are (wants()); without, only when every one the catalog lists is.
     Without `results`, reads the cached catalog verification of the current sources (run=True verifies
     when there is none: a cold catalog run takes about 425 CPU-s: 4-8 minutes on 2 cores, 32 s on 16; `python -m vosti_plugin.verifier.bench`)."""
     if results is None:
@@ -566,6 +577,8 @@ def proved_configs(results: Iterable[Result] | None = None, *, run: bool = False
     for entry in entries:
         name = entry["kernel"].fn.__name__
         for cfg, fam in entry["configs"]:
+            if not wants(wanted, entry["family"], cfg, fam):
+                continue
             fk = (entry["family"], tuple(sorted(fam.items())))
             ok = by_kernel.get((name, json.dumps(cfg, sort_keys=True, default=str)), False)
             status[fk] = status.get(fk, True) and ok

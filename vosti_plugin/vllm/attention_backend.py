@@ -306,7 +306,14 @@ class VostiAttentionImpl(_AttentionImpl):
         vllm_config = get_current_vllm_config()
         from vosti_plugin.launch.check import check_in_engine_process
 
-        check_in_engine_process(vllm_config, where="worker")
+        facts = check_in_engine_process(vllm_config, where="worker")
+        if facts is not None:
+            from vosti_plugin.launch.verified import layer_outside_pins
+
+            why = layer_outside_pins(facts, soft_cap=bool(self.logits_soft_cap and self.logits_soft_cap > 0),
+                                     window=bool(sliding_window and sliding_window > 0))
+            if why:
+                raise ValueError(f"vosti: {why}; please report this model's architecture ({facts.architecture})")
         from vosti_plugin.launch.host_numerics import check_in_worker
 
         check_in_worker(vllm_config)   # once per process: this host's kernels are lane-invariant

@@ -136,6 +136,7 @@ def facts_from_vllm_config(vllm_config) -> LaunchFacts:
         num_gpu_blocks=getattr(cc, "num_gpu_blocks", None),
         platform=current_platform.device_type,
         kv_cache_dtype=str(cc.cache_dtype),
+        attention_soft_cap=bool(getattr(hf, "attn_logit_softcapping", None)),
         scheduler_cls=_name(sc.scheduler_cls),
         scheduler_built=_built_scheduler(_name(sc.scheduler_cls), bool(sc.async_scheduling)),
         async_scheduling=bool(sc.async_scheduling),
