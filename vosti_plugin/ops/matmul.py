@@ -394,6 +394,7 @@ def mm_kernel(
                 post=("forall(s, 0 <= s < SPLIT_K, L.part_ptr[s * L.M + x, :] == R.part_ptr[s * R.M, :])",))],
     bounds=_INT32_OFFSETS[:2] + _INT32_OFFSETS[3:5] + _SPLIT_ROWS_INT32 + _SPLIT_WORKSPACE + (
         "K_PER_SPLIT == cdiv(cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K",),
+    symbolic=("SPLIT_K",),
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
 def mm_splitk_partial_kernel(
