@@ -305,6 +305,7 @@ class Group:
     source: str  # file:line of the kernel
     cache_key: str
     task: tuple  # what _run_group needs (picklable)
+    size: int = 0  # source lines of the kernel: the larger kernels' proofs take longest
 
 
 Wanted = dict  # family -> set of (launch config: sorted (field, value) items, pins: sorted (name, values)); see wants()
@@ -334,7 +335,7 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
         if kernel is not None and kernel not in name and kernel != entry["family"]:
             continue
         spec = contract_of(kern)
-        line = inspect.getsourcelines(kern.fn)[1]
+        lines, line = inspect.getsourcelines(kern.fn)
         src = f"{inspect.getsourcefile(kern.fn)}:{line}"
         if spec is None:
             rejected += [Result(name, cfg, "*", "failed", "contract", line,
@@ -362,9 +363,9 @@ def catalog_plan(kernel: str | None = None, wanted: Wanted | None = None) -> tup
                 ck = hashlib.sha256(json.dumps([shash, g.name, key, domain], sort_keys=True,
                                                default=str).encode()).hexdigest()[:32]
                 groups.append(Group(name, entry["family"], g.name, members, src, ck,
-                                    (ei, gi, key, domain, members[0][0])))
+                                    (ei, gi, key, domain, members[0][0]), len(lines)))
             if g.across:
-                groups += _cross_groups(entry, ei, g, gi, spec, shash, src, wanted)
+                groups += _cross_groups(entry, ei, g, gi, spec, shash, src, wanted, len(lines))
     return groups, rejected
 
 
@@ -374,7 +375,7 @@ _CROSS_DOMAIN_CHUNK = 64
 
 
 def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, src: str,
-                  wanted: Wanted | None) -> list[Group]:
+                  wanted: Wanted | None, kernel_lines: int = 0) -> list[Group]:
     """The goal proved across the entry's `cross` pairs: (left config, right config, left's launch-config
     fields[, the config the row is recorded for]), two launches of this kernel that one deployment runs for the
     same rows (two tile shapes, or two launch modes chained by the goal). The row is the left config's (or the
@@ -414,7 +415,7 @@ def _cross_groups(entry: dict, ei: int, g, gi: int, spec: Contract, shash: str, 
             ck = hashlib.sha256(json.dumps([shash, g.name, "across", key, right_first, domain], sort_keys=True,
                                            default=str).encode()).hexdigest()[:32]
             out.append(Group(entry["kernel"].fn.__name__, entry["family"], f"{g.name} across", part, src, ck,
-                             (ei, gi, key, domain, first, right_first)))
+                             (ei, gi, key, domain, first, right_first), kernel_lines))
     return out
 
 
@@ -482,11 +483,15 @@ def _proving(cache_dir: Path):
 
 def _prove(groups: list[Group], todo: list[int], summaries: dict, cache_dir: Path, workers: int | None,
            on_group) -> None:
-    """Prove the groups `todo` (largest first, so the last proofs to finish are short ones and both cores stay
-    busy), each one's summary written to the cache as it finishes (kept if interrupted)."""
+    """Prove the groups `todo`, each one's summary written to the cache as it finishes (kept if interrupted).
+    Longest first, so the last proofs to finish are short ones and both cores stay busy: the largest kernels'
+    first, their goals across two launches before the others, then by member count. A worker that has run
+    many other proofs can take several times as long for the same one (Z3's search follows its term table:
+    the fused prefill's chain for a group of 7 query heads took 35 s late in a worker, 3-7 s early)."""
     if not todo:
         return
-    todo = sorted(todo, key=lambda i: -len(groups[i].members))
+    todo = sorted(todo, key=lambda i: (-groups[i].size * (2 if groups[i].goal.endswith(" across") else 1),
+                                       -len(groups[i].members)))
     n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
     if multiprocessing.current_process().daemon:
         n = 1   # a daemonic process (vLLM's workers) may not start a pool: prove in this process
