@@ -73,3 +73,24 @@ def test_contradictory_precondition_fails_instead_of_proving_vacuously():
     assert verify_kernel(softmax.mean_kernel, goal, config).status == "proved"
     report = verify_kernel(softmax.mean_kernel, replace(goal, pre=goal.pre + ("x < 0",)), config)
     assert report.status == "failed" and "contradictory" in report.failure.message, str(report)
+
+
+def test_what_the_fast_solver_leaves_unknown_is_decided_by_a_solver_asked_once(monkeypatch):
+    """The fast solver runs incrementally (pushed once per query); what it cannot decide goes to a new
+    solver given the hypotheses and the query in one go, which may preprocess the whole of it."""
+    f = z3.Function("f", z3.IntSort(), z3.IntSort())
+    i = z3.Int("i")
+    alone: list = []
+    ask_alone = Prover._ask_alone
+
+    def recording(self, formulas):
+        r = ask_alone(self, formulas)
+        alone.append(r)
+        return r
+
+    monkeypatch.setattr(Prover, "_ask", lambda self, solver, formulas: z3.unknown)
+    monkeypatch.setattr(Prover, "_ask_alone", recording)
+    p = Prover([z3.ForAll([i], f(i) >= 0), X >= 0])  # quantified: the light solver cannot refute alone
+    assert p.valid(f(X) >= 0)
+    assert not p.valid(f(X) >= 1)
+    assert alone == [z3.unsat, z3.sat]

@@ -305,7 +305,7 @@ class Group:
     source: str  # file:line of the kernel
     cache_key: str
     task: tuple  # what _run_group needs (picklable)
-    size: int = 0  # source lines of the kernel: the larger kernels' proofs take longest
+    kernel_lines: int = 0  # source lines of the kernel: the larger kernels' proofs take longest
 
 
 Wanted = dict  # family -> set of (launch config: sorted (field, value) items, pins: sorted (name, values)); see wants()
@@ -485,12 +485,10 @@ def _prove(groups: list[Group], todo: list[int], summaries: dict, cache_dir: Pat
            on_group) -> None:
     """Prove the groups `todo`, each one's summary written to the cache as it finishes (kept if interrupted).
     Longest first, so the last proofs to finish are short ones and both cores stay busy: the largest kernels'
-    first, their goals across two launches before the others, then by member count. A worker that has run
-    many other proofs can take several times as long for the same one (Z3's search follows its term table:
-    the fused prefill's chain for a group of 7 query heads took 35 s late in a worker, 3-7 s early)."""
+    first, their goals across two launches before the others, then by member count."""
     if not todo:
         return
-    todo = sorted(todo, key=lambda i: (-groups[i].size * (2 if groups[i].goal.endswith(" across") else 1),
+    todo = sorted(todo, key=lambda i: (-groups[i].kernel_lines * (2 if groups[i].goal.endswith(" across") else 1),
                                        -len(groups[i].members)))
     n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
     if multiprocessing.current_process().daemon:
