@@ -75,22 +75,27 @@ def test_contradictory_precondition_fails_instead_of_proving_vacuously():
     assert report.status == "failed" and "contradictory" in report.failure.message, str(report)
 
 
-def test_what_the_fast_solver_leaves_unknown_is_decided_by_a_solver_asked_once(monkeypatch):
-    """The fast solver runs incrementally (pushed once per query); what it cannot decide goes to a new
-    solver given the hypotheses and the query in one go, which may preprocess the whole of it."""
+
+def test_one_config_is_written_into_the_terms():
+    """A domain of one config (a deployment's own geometry): Z3 is given its values as constants; with two
+    configs the symbolic constexpr stays, case-split where it is non-linear."""
+    from vosti_plugin.verifier.smt import free_consts
+
+    q = z3.Int("Q")
+    one = Prover([X >= 0], domain=[{"Q": 7}])
+    assert "Q" not in free_consts(one.linearize(X / q * q <= X))
+    assert one.valid(X / q * q <= X) and not one.valid(X / q * q == X) and not one.valid(q == 8)
+    two = Prover([X >= 0], domain=[{"Q": 7}, {"Q": 8}])
+    assert "Q" in free_consts(two.linearize(X / q * q <= X))
+    assert two.valid(X / q * q <= X) and not two.valid(q == 7)
+
+
+def test_what_the_shared_solver_leaves_unknown_goes_to_a_fresh_fast_one_first(monkeypatch):
+    ask = Prover._ask
+    monkeypatch.setattr(Prover, "_ask", lambda self, solver, formulas:
+                        z3.unknown if solver is self.solver else ask(self, solver, formulas))
+    q, i = z3.Int("Q"), z3.Int("i")
     f = z3.Function("f", z3.IntSort(), z3.IntSort())
-    i = z3.Int("i")
-    alone: list = []
-    ask_alone = Prover._ask_alone
-
-    def recording(self, formulas):
-        r = ask_alone(self, formulas)
-        alone.append(r)
-        return r
-
-    monkeypatch.setattr(Prover, "_ask", lambda self, solver, formulas: z3.unknown)
-    monkeypatch.setattr(Prover, "_ask_alone", recording)
-    p = Prover([z3.ForAll([i], f(i) >= 0), X >= 0])  # quantified: the light solver cannot refute alone
-    assert p.valid(f(X) >= 0)
-    assert not p.valid(f(X) >= 1)
-    assert alone == [z3.unsat, z3.sat]
+    p = Prover([z3.ForAll([i], f(i) >= 0)], domain=[{"Q": 4}])   # quantified: the light solver cannot refute
+    assert p.valid(f(X) / q * q <= f(X)) and not p.valid(f(X) / q * q == f(X))
+    assert p.fallback is None   # decided without the default-arithmetic solver

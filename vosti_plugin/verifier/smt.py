@@ -51,12 +51,19 @@ class Prover:
         self.domain_items = sorted(self.domain[0].items()) if self.domain else []
         self.domain_keys = {tuple(d[n] for n, _ in self.domain_items) for d in self.domain}
         self.joint: list[z3.BoolRef] = []  # combinations of symbolic values that occur (added as met)
+        # one config (a deployment's own geometry): its values written into every term, so Z3 sees constants
+        # (x // 7, not a case split on QUERIES_PER_KV): incrementally, a fused prefill chain query for 7 query
+        # heads a KV head took 4-35 s as stated, 0.02-0.08 s with the values in; the bindings stay as hypotheses
+        self.pinned = [(z3.Bool(n), z3.BoolVal(v)) if isinstance(v, bool) else (z3.Int(n), z3.IntVal(v))
+                       for n, v in self.domain_items] if len(self.domain_keys) == 1 else []
         if self.domain:
             self.hyps = [self.linearize(h) for h in self.hyps]
+            self.hyps += [x == v for x, v in self.pinned]
             self.hyps += self.joint
             self.joint = []
         self.solver = new_solver(timeout_ms, fast_arith=True)
         self.solver.add(*self.hyps)
+        self.fallback: z3.Solver | None = None  # default arithmetic, for what the fast one leaves unknown
         # the quantifier-free hypotheses alone: an unsat answer there is final and much cheaper
         self.light = new_solver(max(1, timeout_ms // 10))
         self.light.add(*[h for h in self.hyps if not has_quantifier(h)])
@@ -67,8 +74,9 @@ class Prover:
             formulas = [self.linearize(f) for f in formulas]
             if self.joint:  # facts true of every config: stated once, outside the push
                 self.hyps += self.joint
-                for solver in (self.solver, self.light):
-                    solver.add(*self.joint)
+                for solver in (self.solver, self.light, self.fallback):
+                    if solver is not None:
+                        solver.add(*self.joint)
                 self.joint = []
                 self.models = []
         if reuse_models and self._model_satisfies(formulas):
@@ -82,11 +90,25 @@ class Prover:
             finally:
                 self.light.pop()
         r = self._ask(self.solver, formulas)
+        if r == z3.unknown and self.pinned:
+            r = self._ask(self._fresh_fast(), formulas)
         if r == z3.unknown:
-            r = self._ask_alone(formulas)
+            if self.fallback is None:  # a larger budget: costs only where the fast solver could not decide
+                self.fallback = new_solver(self.timeout_ms * ESCALATION)
+                self.fallback.add(*self.hyps)
+            r = self._ask(self.fallback, formulas)
         if r == z3.unknown and self.domain:
             r = self._split(formulas)
         return r
+
+    def _fresh_fast(self) -> z3.Solver:
+        """A new fast-arithmetic solver holding the hypotheses only, with a larger budget: what the shared one,
+        after many queries, leaves unknown it often decides at once (with one config's values in the terms).
+        Still asked incrementally (pushed), as every solver here: a solver asked once runs Z3's preprocessing
+        tactics, whose answer near the budget depended on what the process had proved before."""
+        s = new_solver(self.timeout_ms * ESCALATION, fast_arith=True)
+        s.add(*self.hyps)
+        return s
 
     def _ask(self, solver: z3.Solver, formulas: list[z3.BoolRef]) -> z3.CheckSatResult:
         solver.push()
@@ -97,18 +119,6 @@ class Prover:
                 self._remember(solver.model())
         finally:
             solver.pop()
-        return r
-
-    def _ask_alone(self, formulas: list[z3.BoolRef]) -> z3.CheckSatResult:
-        """What the fast solver left unknown, asked of a new default-arithmetic solver with a larger budget.
-        A solver asked once, with no push, preprocesses the whole query (it solves equations, eliminates
-        variables); one that has been pushed runs incrementally without that: a query it took 11-35 s over
-        (fused prefill chain, 7 query heads a KV head) took 0.03-0.4 s asked alone."""
-        solver = new_solver(self.timeout_ms * ESCALATION)
-        solver.add(*self.hyps, *formulas)
-        r = solver.check()
-        if r == z3.sat:
-            self._remember(solver.model())
         return r
 
     def _model_satisfies(self, formulas: list[z3.BoolRef]) -> bool:
@@ -142,6 +152,8 @@ class Prover:
         return out
 
     def _lin(self, e: z3.ExprRef) -> z3.ExprRef:
+        if self.pinned:
+            return z3.simplify(z3.substitute(e, *self.pinned))
         if z3.is_quantifier(e) or not z3.is_app(e) or e.num_args() == 0:
             return e
         if not (nonlinear_names(e, self.symbolic)):
