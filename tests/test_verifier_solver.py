@@ -75,7 +75,6 @@ def test_contradictory_precondition_fails_instead_of_proving_vacuously():
     assert report.status == "failed" and "contradictory" in report.failure.message, str(report)
 
 
-
 def test_one_config_is_written_into_the_terms():
     """A domain of one config (a deployment's own geometry): Z3 is given its values as constants; with two
     configs the symbolic constexpr stays, case-split where it is non-linear."""
