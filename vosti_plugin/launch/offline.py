@@ -52,18 +52,20 @@ def check_model(model: str, vllm_args: list[str], platform: str | None = None
     CPU-only machine); default: this machine's."""
     from vosti_plugin.launch.check import _quiet_interpreter, plugin_manager, run_check
     from vosti_plugin.launch.obligations import every_failure
+    from vosti_plugin.launch.prove_ahead import proving_ahead
     from vosti_plugin.triton_mode import ensure_interpreter_without_gpu
 
     ensure_interpreter_without_gpu()
     _quiet_interpreter()
-    facts = offline_facts(model, vllm_args)
-    if platform and platform != facts.platform:
-        import dataclasses
+    with proving_ahead():
+        facts = offline_facts(model, vllm_args)
+        if platform and platform != facts.platform:
+            import dataclasses
 
-        facts = dataclasses.replace(facts, platform=platform)
-    pm = plugin_manager()
-    obligations = [ob for group in pm.hook.vosti_launch_obligations(facts=facts) if group for ob in group]
-    failed = {f.obligation: (f, cause) for f, cause in every_failure(run_check(facts, pm))}
+            facts = dataclasses.replace(facts, platform=platform)
+        pm = plugin_manager()
+        obligations = [ob for group in pm.hook.vosti_launch_obligations(facts=facts) if group for ob in group]
+        failed = {f.obligation: (f, cause) for f, cause in every_failure(run_check(facts, pm))}
     statuses = []
     for ob in obligations:
         if ob.name in failed:

@@ -144,8 +144,12 @@ def _log_proof(done: int, todo: int, group, summary: dict) -> None:
 
     log = vosti_logger()
     if done == 1:
+        from vosti_plugin.launch.prove_ahead import proved_ahead
+
+        ahead = proved_ahead()
         log.info("vosti: no proofs cached for these kernel sources; proving the %d kernel config groups this "
-                 "deployment launches (`vosti verify` proves the whole catalog ahead of time)", todo)
+                 "deployment launches%s (`vosti verify` proves the whole catalog ahead of time)", todo,
+                 f" ({ahead} more proved while vLLM loaded)" if ahead else "")
     log.info("vosti: proof %d/%d %s %s: %s in %.1f s", done, todo, group.kernel, group.goal, summary["status"],
              summary["seconds"])
 
