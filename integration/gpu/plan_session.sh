@@ -272,9 +272,10 @@ for step in $STEPS; do
         done
       done; log "startup done" ;;
     grid-summary)   # the grid of bench-llama, bench-gemma, agentic and startup as integration/results/h200/summary.json
-      python3 -m vosti_plugin.integration.bench.grid --throughput "$R"/bench-llama/tp_*.json "$R"/bench-gemma/tp_*.json \
+      (shopt -s nullglob   # a step that did not run (agentic, startup) leaves its inputs out
+       python3 -m vosti_plugin.integration.bench.grid --throughput "$R"/bench-llama/tp_*.json "$R"/bench-gemma/tp_*.json \
         --agentic "$R"/agentic/ag_*.json --startup "$R"/startup/tp_*.json --vosti-mode $V --out "$R/grid" \
-        > "$R/grid.log" 2>&1; log "grid-summary rc=$?" ;;
+        > "$R/grid.log" 2>&1); log "grid-summary rc=$?" ;;
     prefill-parts)   # one prefill step by part, host and GPU time: GEMMs vs cuBLAS, attention split/fused (#20)
       mkdir -p "$R/prefill-parts"
       for m in gemma3-4b llama31-8b; do for c in 1024 8192; do
