@@ -67,8 +67,6 @@ def test_the_check_block_runs_a_child_and_ends_it(cache, monkeypatch):
         while prove_ahead.proved_ahead() < len(left) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert prove_ahead.proved_ahead() == len(left)
-        children = multiprocessing.active_children()
-        assert [c.name for c in children] == ["vosti-prove-ahead"] or not children
     assert prove_ahead.proved_ahead() == 0 and not multiprocessing.active_children()
     assert all((fresh / f"{g.cache_key}.json").exists() for g in left)
     with prove_ahead.proving_ahead():   # this cache dir was proved ahead into once in this process: no child
