@@ -20,8 +20,8 @@ from vosti_plugin.integration.reference_attention import reference_attention
 ])
 def test_prefill_and_fold_tiles(head_dim, q_heads, kv_heads, dtype, prefill, fold):
     config = select_config(head_dim, q_heads, kv_heads, 16, dtype)
-    p, f = prefill_config(config, head_dim), fold_config(config, head_dim)
-    assert (p.block_m, p.block_q, p.num_warps) == prefill
+    p, f = prefill_config(config, head_dim, 16), fold_config(config, head_dim)
+    assert (p.block_m, p.block_q, p.num_warps, p.kv_tma) == (*prefill, False)
     assert (f.block_m, f.block_q, f.num_warps, f.head_blocks) == fold
     # each warp keeps the rows it holds in the config's tiles; the key tiles, segments and row sums are the config's
     assert p.block_m // p.num_warps == config.block_m // config.num_warps
@@ -29,6 +29,19 @@ def test_prefill_and_fold_tiles(head_dim, q_heads, kv_heads, dtype, prefill, fol
         assert (c.block_n, c.segment, c.row_sums_by_dot) == (config.block_n, config.segment, config.row_sums_by_dot)
     assert p.group == config.group and p.head_blocks == 1
     assert f.group * f.head_blocks >= config.queries_per_kv > f.group * (f.head_blocks - 1)
+
+
+@pytest.mark.parametrize("head_dim, q_heads, kv_heads, dtype, page", [
+    (128, 32, 8, torch.bfloat16, 64), (256, 8, 4, torch.bfloat16, 64), (96, 24, 8, torch.float16, 64),
+    (32, 4, 2, torch.float32, 32)])
+def test_prefill_reads_kv_by_tma_in_the_config_tiles_where_a_tile_is_a_page(head_dim, q_heads, kv_heads, dtype, page):
+    config = select_config(head_dim, q_heads, kv_heads, page, dtype)
+    assert config.block_n == page and not config.kv_tma
+    p = prefill_config(config, head_dim, page)
+    assert p.kv_tma and p.num_stages == 3
+    assert (p.block_m, p.block_q, p.num_warps, p.block_n, p.segment) == \
+        (config.block_m, config.block_q, config.num_warps, config.block_n, config.segment)
+    assert not fold_config(config, head_dim).kv_tma
 
 
 def test_head_blocks_must_cover_the_query_heads_exactly():
@@ -58,21 +71,25 @@ def test_the_switch_is_on_by_default_for_16_bit_groups_of_up_to_8_and_names_what
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("window, soft_cap", [(None, None), (300, None), (None, 20.0)],
-                         ids=["causal", "window", "soft-cap"])
-def test_fused_prefill_rows_equal_the_split_rows_folded_or_combined(window, soft_cap):
+@pytest.mark.parametrize("window, soft_cap, page", [(None, None, 16), (300, None, 16), (None, 20.0, 16),
+                                                    (None, None, 32), (300, None, 32)],
+                         ids=["causal", "window", "soft-cap", "causal-tma", "window-tma"])
+def test_fused_prefill_rows_equal_the_split_rows_folded_or_combined(window, soft_cap, page):
     """Three launch forms of one batch (a chunk over two segments of cached keys beside short prefills and decodes):
-    split + the combine kernel, split + FOLD, fused in the prefill tiles; every row bitwise the same in all three,
-    and within fp32 rounding of an independent float64 reference."""
+    split + the combine kernel, split + FOLD, fused in the prefill tiles (pages of 32 = the fp32 KV tile: K/V read
+    by TMA descriptors, on the interpreter); every row bitwise the same in all three, and within fp32 rounding of
+    an independent float64 reference."""
     heads, dim = (4, 2), 32
-    config = select_config(dim, heads[0], heads[1], 16, torch.float32)
+    config = select_config(dim, heads[0], heads[1], page, torch.float32)
     requests = [random_request(700, 70, *heads, dim, seed=1), random_request(9, 9, *heads, dim, seed=2),
                 random_request(530, 1, *heads, dim, seed=3), random_request(41, 3, *heads, dim, seed=4)]
-    batch = build_paged_batch(requests, page_size=16, seed=5, padding_rows=2)
+    batch = build_paged_batch(requests, page_size=page, seed=5, padding_rows=2, fused_kv=page == 32)
     kwargs = dict(scale=dim ** -0.5, sliding_window=window, soft_cap=soft_cap)
     combined = run_paged_batch(batch, config, path="split", **kwargs)
     folded = run_paged_batch(batch, config, path="split", fold=fold_config(config, dim), **kwargs)
-    fused = run_paged_batch(batch, prefill_config(config, dim), path="fused", **kwargs)
+    prefill = prefill_config(config, dim, page)
+    assert prefill.kv_tma == (page == 32)
+    fused = run_paged_batch(batch, prefill, path="fused", **kwargs)
     for req, a, b, c in zip(requests, combined, folded, fused):
         assert bitwise_equal(a, b) and bitwise_equal(a, c)
         ref = reference_attention(req.queries.double(), req.keys.double(), req.values.double(), req.positions(),
@@ -96,7 +113,7 @@ def test_startup_probe_compares_fused_prefill_rows_with_split_rows(monkeypatch):
             host_numerics.describe_failure(on)
 
         config = select_config(facts.head_size, facts.num_q_heads, facts.num_kv_heads, facts.page_size, torch.float32)
-        taller = prefill_config(config, facts.head_size).block_m
+        taller = prefill_config(config, facts.head_size, facts.page_size).block_m
         assert taller > config.block_m
         monkeypatch.setenv("VOSTI_MID_GEMM", "0")   # GEMM tiles of `taller` rows would fail their own probes too
         assert_only_probe_refuses_under_tile_height_dot(monkeypatch, facts, taller, "paged_attention/fused-prefill",

@@ -49,7 +49,7 @@ def _launches(head_dim, q_heads, kv_heads, window):
         ("prefill, split", config, {**common, "path": "split"}, 40),
         ("decode tiles, split", decode_config(config, 16), {**common, "path": "split"}, 1),
         ("decode, FOLD combine", config, {**common, "path": "split", "fold": fold_config(config, head_dim)}, 1),
-        ("prefill, fused", prefill_config(config, head_dim), {**common, "path": "fused"}, 40),
+        ("prefill, fused", prefill_config(config, head_dim, 64), {**common, "path": "fused"}, 40),
     ]
 
 

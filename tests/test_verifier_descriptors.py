@@ -35,9 +35,21 @@ def test_a_broken_descriptor_kernel_is_rejected(old, new, obligation):
     ("a_t = a.load([pid_m * BLOCK_M, k0])", "a_t = tl.load(a)", "tl.load through tensor descriptor a"),
     ("tl.store(c + rm", "junk = c.load([0, 0])\n    tl.store(c + rm", "not a tensor-descriptor parameter"),
     ("a_t = a.load([pid_m * BLOCK_M, k0])", "a_t = a.load([pid_m * BLOCK_M])", "1 offsets for a rank-2"),
+    # a reshape that moves elements (not only axes of size 1)
+    ("a_t = a.load([pid_m * BLOCK_M, k0])", "a_t = a.load([pid_m * BLOCK_M, k0]).reshape(BLOCK_K, BLOCK_M)",
+     "only axes of size 1"),
+    ("a_t = a.load([pid_m * BLOCK_M, k0])", "a_t = tl.reshape(a.load([pid_m * BLOCK_M, k0]), [BLOCK_M, BLOCK_K], "
+     "can_reorder=True)", "can_reorder=False"),
 ])
 def test_a_descriptor_used_outside_desc_load_is_unsupported(old, new, what):
     mutant = SOURCE.replace(old, new)
     assert mutant != SOURCE
     report = verify_kernel(mutant, SPEC, CONFIG)
     assert report.status == "unsupported" and what in str(report), str(report)
+
+
+def test_a_reshape_through_axes_of_size_1_is_proved():
+    mutant = SOURCE.replace("a_t = a.load([pid_m * BLOCK_M, k0])",
+                            "a_t = tl.reshape(a.load([pid_m * BLOCK_M, k0]), [BLOCK_M, 1, BLOCK_K]).reshape(BLOCK_M, BLOCK_K)")
+    assert mutant != SOURCE
+    assert verify_kernel(mutant, SPEC, CONFIG).status == "proved"

@@ -21,12 +21,20 @@ SPLIT = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV"
          "HEAD_BLOCKS": 1, "BLOCK_Q": 16,
          "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32",
          "ROW_SUMS_BY_DOT": False, "USE_SOFT_CAP": False, "USE_WINDOW": True, "FUSED": False, "FOLD": False,
-         "PROBE": False, "SEGMENT_STRIDE": shipped.SPLIT_SEGMENT_STRIDE}
+         "PROBE": False, "SEGMENT_STRIDE": shipped.SPLIT_SEGMENT_STRIDE, "KV_TMA": False}
 FUSED_128 = {**SPLIT, "FUSED": True, "SEGMENT_STRIDE": 1, "BLOCK_Q": 32, "BLOCK_M": 128}   # config.prefill_config of the Llama geometry
 FOLD_1 = {**SPLIT, "FUSED": True, "SEGMENT_STRIDE": 1, "FOLD": True, "BLOCK_Q": 1, "BLOCK_M": 4}   # a KV head's heads
 FOLD_HEADS = {**FOLD_1, "GROUP": 1, "BLOCK_M": 1, "HEAD_BLOCKS": 4}   # config.fold_config: a program a query head
 FOLD_16 = {**FOLD_1, "BLOCK_Q": 4, "BLOCK_M": 16}   # several tokens a program: their segment ranges differ
 PROBE_128 = {**FUSED_128, "PROBE": True}
+# config.prefill_config where a KV tile is a page: the split tiles, K/V read by TMA descriptor loads
+FUSED_TMA = {**SPLIT, "FUSED": True, "SEGMENT_STRIDE": 1, "KV_TMA": True}
+PROBE_TMA = {**FUSED_TMA, "PROBE": True}
+_TMA_WHOLE_TILE = ("                    page = tl.load(block_table_row + tile * BLOCK_N // PAGE_SIZE)\n"
+                   "                    k = k_desc.load([page, kv_head, tile * BLOCK_N % PAGE_SIZE, 0])"
+                   ".reshape(BLOCK_N, HEAD_DIM_PAD)\n                    v = v_desc.load(")
+_TMA_MASKED_V = ("                    v = tl.where(key_valid[:, None], v_desc.load([page, kv_head, tile * BLOCK_N % "
+                 "PAGE_SIZE, 0])\n                                 .reshape(BLOCK_N, HEAD_DIM_PAD), 0.0)")
 
 # (name, old, new): a kernel edit that breaks one link of the chain
 _MUTANTS = {
@@ -53,6 +61,11 @@ _MUTANTS = {
     # the probe stores the running fold instead of the segment's own partial
     "probe-stores-running-max": ("            tl.store(part_m_ptr + part, m_i, mask=row_valid)",
                                  "            tl.store(part_m_ptr + part, tl.where(FUSED, run_m, m_i), mask=row_valid)"),
+    # a TMA tile reads the next block-table entry's page
+    "tma-next-page": (_TMA_WHOLE_TILE, _TMA_WHOLE_TILE.replace("tile * BLOCK_N // PAGE_SIZE)", "tile * BLOCK_N // PAGE_SIZE + 1)")),
+    # a TMA tile's values past the block's last row are not zeroed (the cache may hold NaN there: 0 * NaN)
+    "tma-values-unmasked": (_TMA_MASKED_V, "                    v = v_desc.load([page, kv_head, tile * BLOCK_N % "
+                                           "PAGE_SIZE, 0]).reshape(BLOCK_N, HEAD_DIM_PAD)"),
 }
 
 
@@ -96,6 +109,10 @@ def _check(variant, goal: str, left: dict, right: dict | None = None):
     ("fold_invariance", FOLD_1, None),
     ("fold_invariance", FOLD_HEADS, None),
     ("causal_row_invariance", FUSED_128, None),
+    ("causal_row_invariance", FUSED_TMA, None),
+    ("probe_free", PROBE_TMA, FUSED_TMA),
+    ("probe_equals_split", PROBE_TMA, SPLIT),
+    ("fused_equals_fold", PROBE_TMA, FOLD_HEADS),
 ])
 def test_each_link_of_the_chain_is_proved(production, goal, left, right, window):
     flag = {"USE_WINDOW": window}
@@ -126,6 +143,10 @@ def test_without_the_probe_the_fold_input_is_not_the_fused_launchs(production):
     ("fold-heads-without-offset", "fused_equals_fold", PROBE_128, FOLD_HEADS),
     ("fold-heads-without-offset", "fold_invariance", FOLD_HEADS, None),
     ("fold-heads-as-kv-heads", "fused_equals_fold", PROBE_128, FOLD_HEADS),
+    # without a window: a window's tiles all run the masked loop, the mutant's is the unmasked one
+    ("tma-next-page", "causal_row_invariance", {**FUSED_TMA, "USE_WINDOW": False}, None),
+    ("tma-next-page", "probe_equals_split", {**PROBE_TMA, "USE_WINDOW": False}, {**SPLIT, "USE_WINDOW": False}),
+    ("tma-values-unmasked", "probe_equals_split", PROBE_TMA, SPLIT),
 ])
 def test_a_broken_link_fails(tmp_path_factory, mutant, goal, left, right):
     rep = _check(_mutant(tmp_path_factory, mutant), goal, left, right)

@@ -308,7 +308,10 @@ VARIANTS: dict[str, tuple] = {
     "upper bound: no mask selects": (_NO_MASK_SELECTS, False),
     "KV tile is a page, offsets formed once": (_tile_is_page(hoisted=True), True),
     "KV tile is a page, offsets formed in the loop": (_tile_is_page(hoisted=False), True),
+    "3 stages": ([], True, {"num_stages": 3}),
+    "4 stages": ([], True, {"num_stages": 4}),
     "KV tiles by TMA": (_kv_tiles_by_tma(), True),
+    "KV tiles by TMA, 4 stages": (_kv_tiles_by_tma(), True, {"num_stages": 4}),
     "KV tiles by TMA, 3 stages": (_kv_tiles_by_tma(), True, {"num_stages": 3}),
     "KV tiles by TMA, fused prefill, FOLD combine": (_kv_tiles_by_tma(), True, {"fold": True, "prefill_fused": True}),
     "KV tiles by TMA, fused prefill, FOLD combine, 3 stages": (_kv_tiles_by_tma(), True,
@@ -345,7 +348,7 @@ class LaunchedKernels:
                                   "shared": k.metadata.shared, "warps": k.metadata.num_warps}
 
 
-def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int):
+def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int, page: int):
     """A variant's (launch config, path, FOLD config): "prefill_fused" runs prefill cases fused in
     config.prefill_config's tiles, "fold" gives split launches a FOLD combine (config.fold_config); the other fields
     replace the shipped config's."""
@@ -360,7 +363,7 @@ def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int):
         fold = dataclasses.replace(fold, block_m=heads, head_blocks=-(-config.queries_per_kv // heads),
                                    num_warps=min(8, max(1, heads * next_power_of_two(head_dim) // 64)))
     if fields.pop("prefill_fused", False) and mode == "prefill":
-        return dataclasses.replace(prefill_config(config, head_dim), **fields), "fused", None
+        return dataclasses.replace(prefill_config(config, head_dim, page), **fields), "fused", None
     return variant_config(config, fields, path), path, fold if path == "split" else None
 
 
@@ -505,7 +508,7 @@ def main() -> int:
             out = batch.empty_out()
             fields = dict(VARIANTS[name][2]) if len(VARIANTS[name]) > 2 else {}
             stride = fields.pop("segment_stride", None)
-            vcfg, vpath, vfold = variant_launch(cfg, fields, path, mode, dim)
+            vcfg, vpath, vfold = variant_launch(cfg, fields, path, mode, dim, page)
 
             # a step's longest sequence is reduced once per step and shared by its layers
             params = inspect.signature(mod.paged_attention).parameters

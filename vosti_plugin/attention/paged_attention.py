@@ -22,13 +22,14 @@ No host<->device synchronisation happens here: grids come from tensor shapes (CU
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import torch
 import triton
 import triton.language as tl
 
-from vosti_plugin.verifier.contracts import contract, goal, scalar, tensor
+from vosti_plugin.verifier.contracts import contract, goal, scalar, tensor, tensor_descriptor
 from vosti_plugin.launch import guard
 from vosti_plugin.ops import dependent_launch
 from vosti_plugin.triton_mode import use_lane_invariant_interpreter
@@ -64,6 +65,11 @@ _ATTENTION_TENSORS = {
     "q_ptr": tensor(("T", "HQ", "HEAD_DIM"), ("stride_qt", "stride_qh", 1)),
     "k_ptr": tensor(("NB", "PAGE_SIZE", "HKV", "HEAD_DIM"), ("stride_kb", "stride_kp", "stride_kh", 1)),
     "v_ptr": tensor(("NB", "PAGE_SIZE", "HKV", "HEAD_DIM"), ("stride_vb", "stride_vp", "stride_vh", 1)),
+    # the same caches as [page, KV head, in-page position, dim] TMA descriptors (KV_TMA launches read K/V through them)
+    "k_desc": tensor_descriptor(("NB", "HKV", "PAGE_SIZE", "HEAD_DIM"), ("stride_kb", "stride_kh", "stride_kp", 1),
+                                ("1", "1", "BLOCK_N", "HEAD_DIM_PAD"), view_of="k_ptr", view_dims=(0, 2, 1, 3)),
+    "v_desc": tensor_descriptor(("NB", "HKV", "PAGE_SIZE", "HEAD_DIM"), ("stride_vb", "stride_vh", "stride_vp", 1),
+                                ("1", "1", "BLOCK_N", "HEAD_DIM_PAD"), view_of="v_ptr", view_dims=(0, 2, 1, 3)),
     "block_table_ptr": tensor(("S", "MB"), ("stride_bt", 1), "int32"),
     "seq_lens_ptr": tensor(("S",), (1,), "int32"),
     "query_start_loc_ptr": tensor(("S1",), (1,), "int32"),
@@ -105,11 +111,12 @@ _LO = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
 _KV_EQUAL = tuple(
     f"forall(j, {_LO} <= j <= p, L.{t}[L.block_table_ptr[sL, j // PAGE_SIZE], j % PAGE_SIZE, :, :] == "
     f"R.{t}[R.block_table_ptr[sR, j // PAGE_SIZE], j % PAGE_SIZE, :, :])" for t in ("k_ptr", "v_ptr"))
-# the cache holds finite V for every valid key of the row's sequence: a masked probability (exactly 0) times a
-# valid V row past p is 0; a V load past the sequence's keys reads another request's slot or garbage
-# (possibly inf/NaN, and 0 * NaN = NaN), so the kernel masks it to 0
 _V_FINITE = tuple(f"forall(j, 0 <= j < {S}.seq_lens_ptr[{s}], finite({S}.v_ptr[{S}.block_table_ptr[{s}, j // PAGE_SIZE], "
                   f"j % PAGE_SIZE, :, :]))" for S, s in (("L", "sL"), ("R", "sR")))
+# every block-table entry of the row's sequence names a page of the cache (vLLM's tables hold page ids, 0 where a
+# column is unused): a KV_TMA load of a page past the cache would read 0
+_PAGES_IN_CACHE = tuple(f"forall(i, 0 <= i, 0 <= {S}.block_table_ptr[{s}, i] and {S}.block_table_ptr[{s}, i] < {S}.NB)"
+                        for S, s in (("L", "sL"), ("R", "sR")))
 _SAME_ROW = ("num_q_heads", "HQ", "HKV", "scale", "soft_cap", "window")
 _MAX_SEQ_LEN_BOUNDS = tuple(f"{S}.seq_lens_ptr[{s}] <= {S}.max_seq_len_ptr[0]" for S, s in (("L", "sL"), ("R", "sR")))
 _ROW_PRE = ("num_q_heads == HQ", "HQ == HKV * QUERIES_PER_KV", "window >= 1", "p >= 0") + _ROWS_AT_P + _V_FINITE \
@@ -162,7 +169,7 @@ _FUSED_WITNESS = {S: {**{k: v.format(S=S, s=s, r=r, h="e1") for k, v in _WRITER.
 _SPLIT_WITNESS = {S: {**{k: v.format(S=S, s=s, r=r, h="h") for k, v in _WRITER.items()}, "pid2": "g % SEGMENT_STRIDE",
                       "seg": "g"}
                   for S, s, r in (("L", "sL", "x"), ("R", "sR", "y"))}
-_ROW_INPUTS_EQUAL = _ROW_PRE + ("L.q_ptr[x, :, :] == R.q_ptr[y, :, :]",) + _KV_EQUAL
+_ROW_INPUTS_EQUAL = _ROW_PRE + ("L.q_ptr[x, :, :] == R.q_ptr[y, :, :]",) + _KV_EQUAL + _PAGES_IN_CACHE
 _SEGMENTS_ON_GRID = ("p // SEGMENT < L.num_segments", "p // SEGMENT < R.num_segments")
 _OUT_EQUAL = ("L.out_ptr[x, :, :] == R.out_ptr[y, :, :]",)
 # the right launch reads, at row y's partial of segment g, what the left launch stored at row x's
@@ -192,10 +199,11 @@ _FED_PARTIALS = tuple(
         goal("probe_free", when="PROBE", right_when="FUSED and not PROBE and not FOLD", same=_SAME_ROW,
              across=("PROBE",), pre=_ROW_INPUTS_EQUAL, post=_OUT_EQUAL, witness=_FUSED_WITNESS),
         goal("probe_equals_split", when="PROBE", right_when="not FUSED", same=_SAME_ROW,
-             across=("FUSED", "PROBE", "BLOCK_Q", "BLOCK_M", "SEGMENT_STRIDE"), pre=_ROW_INPUTS_EQUAL + _SEGMENTS_ON_GRID,
+             across=("FUSED", "PROBE", "BLOCK_Q", "BLOCK_M", "SEGMENT_STRIDE", "KV_TMA"),
+             pre=_ROW_INPUTS_EQUAL + _SEGMENTS_ON_GRID,
              post=_SEGMENT_PARTIALS_EQUAL, witness={**_SPLIT_WITNESS, "L": {**_SPLIT_WITNESS["L"], "pid2": "0"}}),
         goal("fused_equals_fold", when="PROBE", right_when="FOLD", same=_SAME_ROW,
-             across=("PROBE", "FOLD", "BLOCK_Q", "BLOCK_M", "GROUP", "HEAD_BLOCKS"),
+             across=("PROBE", "FOLD", "BLOCK_Q", "BLOCK_M", "GROUP", "HEAD_BLOCKS", "KV_TMA"),
              pre=_ROW_INPUTS_EQUAL + _FED_PARTIALS, post=_OUT_EQUAL, witness=_FUSED_WITNESS),
     ],
     symbolic=("HEAD_DIM", "HEAD_DIM_PAD", "PAGE_SIZE", "QUERIES_PER_KV", "BLOCK_N", "USE_SOFT_CAP", "USE_WINDOW"),
@@ -203,7 +211,10 @@ _FED_PARTIALS = tuple(
     assume=("HEAD_DIM >= 1", "HEAD_DIM_PAD >= HEAD_DIM", "PAGE_SIZE >= 1", "QUERIES_PER_KV >= 1",
             "QUERIES_PER_KV <= GROUP * HEAD_BLOCKS", "HEAD_BLOCKS >= 1", "BLOCK_Q >= 1", "BLOCK_M == BLOCK_Q * GROUP",
             "BLOCK_N >= 1",
-            "SEGMENT % BLOCK_N == 0"),
+            "SEGMENT % BLOCK_N == 0",
+            # KV_TMA launches read a tile by one descriptor load: a tile lies in one page
+            "not KV_TMA or PAGE_SIZE % BLOCK_N == 0"),
+
 )
 # num_seqs is the step's batch and num_segments follows an eager step's longest sequence (VOSTI_EAGER_STEP_GRID):
 # one compiled kernel for every value. Specialized, a batch of 1 or a multiple of 16 would compile its own kernel
@@ -213,6 +224,8 @@ def _paged_attention_segments_kernel(
     q_ptr,
     k_ptr,
     v_ptr,
+    k_desc,
+    v_desc,
     block_table_ptr,
     seq_lens_ptr,
     query_start_loc_ptr,
@@ -257,6 +270,7 @@ def _paged_attention_segments_kernel(
     PROBE: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     ROW_SUMS_BY_DOT: tl.constexpr,
+    KV_TMA: tl.constexpr = False,
     PDL: tl.constexpr = False,
 ):
     if PDL:
@@ -358,26 +372,37 @@ def _paged_attention_segments_kernel(
                 whole_end = tl.minimum(tl.maximum((context_len + first_local_token + 1) // BLOCK_N, tile_begin),
                                        tile_end)
             for tile in range(tile_begin, whole_end):
-                key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-                page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
-                in_page = key_pos % PAGE_SIZE
-                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
-                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
-                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
-                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+                if KV_TMA:   # the tile's page, then its rows of this KV head by one load each (0 past HEAD_DIM)
+                    page = tl.load(block_table_row + tile * BLOCK_N // PAGE_SIZE)
+                    k = k_desc.load([page, kv_head, tile * BLOCK_N % PAGE_SIZE, 0]).reshape(BLOCK_N, HEAD_DIM_PAD)
+                    v = v_desc.load([page, kv_head, tile * BLOCK_N % PAGE_SIZE, 0]).reshape(BLOCK_N, HEAD_DIM_PAD)
+                else:
+                    key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+                    page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)
+                    in_page = key_pos % PAGE_SIZE
+                    k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
+                    v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
+                    k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
+                    v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)
                 scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
                 m_i, l_i, acc = _online_softmax_step(scores, v, m_i, l_i, acc, DOT_PRECISION, BLOCK_N, ROW_SUMS_BY_DOT)
             for tile in range(whole_end, tile_end):
                 key_pos = tile * BLOCK_N + tl.arange(0, BLOCK_N)
                 key_valid = key_pos <= last_pos
-                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
-                in_page = key_pos % PAGE_SIZE
-                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
-                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
-                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
-                            other=0.0)
-                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
-                            other=0.0)
+                if KV_TMA:   # the tile's first key is valid; V past the block's last row as 0 (0 * NaN is NaN)
+                    page = tl.load(block_table_row + tile * BLOCK_N // PAGE_SIZE)
+                    k = k_desc.load([page, kv_head, tile * BLOCK_N % PAGE_SIZE, 0]).reshape(BLOCK_N, HEAD_DIM_PAD)
+                    v = tl.where(key_valid[:, None], v_desc.load([page, kv_head, tile * BLOCK_N % PAGE_SIZE, 0])
+                                 .reshape(BLOCK_N, HEAD_DIM_PAD), 0.0)
+                else:
+                    page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)
+                    in_page = key_pos % PAGE_SIZE
+                    k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
+                    v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
+                    k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
+                                other=0.0)
+                    v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],
+                                other=0.0)
 
                 scores = _tile_scores(q, k, scale, soft_cap, USE_SOFT_CAP, DOT_PRECISION)
                 allowed = (key_pos[None, :] <= row_pos[:, None]) & (key_pos[None, :] >= row_lo[:, None])
@@ -562,6 +587,30 @@ def _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, o
         )
 
 
+def _kv_descriptors(k_cache: torch.Tensor, v_cache: torch.Tensor, block_n: int):
+    """TMA descriptors of the caches as [page, KV head, in-page position, dim], loaded a KV tile of one head at a time;
+    None where a descriptor cannot read them (16-byte alignment, a GPU without TMA)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    if k_cache.device.type == "cuda" and not _has_tma(k_cache.device.index if k_cache.device.index is not None
+                                                      else torch.cuda.current_device()):
+        return None
+    width = next_power_of_two(k_cache.shape[3])
+    out = []
+    for cache in (k_cache, v_cache):
+        blocks, page, heads, dim = cache.shape
+        strides = [cache.stride(0), cache.stride(2), cache.stride(1), 1]
+        if cache.data_ptr() % 16 or any(st * cache.element_size() % 16 for st in strides[:-1]):
+            return None
+        out.append(TensorDescriptor(cache, [blocks, heads, page, dim], strides, [1, 1, block_n, width]))
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _has_tma(device_index: int) -> bool:
+    return torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
 def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l,
                      part_acc, num_segments: int, scale: float, soft_cap: float | None, sliding_window: int | None, *,
                      config: AttentionLaunchConfig, fused: bool, fold: bool, segment_stride: int) -> None:
@@ -576,15 +625,24 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
     grid = (num_tokens // config.block_q + num_seqs, num_kv_heads * config.head_blocks,
             1 if fused else min(num_segments, stride))
     pdl = dependent_launch.enabled(out)
+    descriptors = _kv_descriptors(k_cache, v_cache, config.block_n) if config.kv_tma and not fold else None
+    if config.kv_tma and not fold and (descriptors is None or page_size % config.block_n):
+        raise ValueError(f"config reads K/V tiles of {config.block_n} positions by TMA descriptor: the caches must be "
+                         f"16-byte aligned in pages of a multiple of {config.block_n} positions on a GPU with TMA "
+                         f"(sm90+) or the interpreter; got pages of {page_size} (config.prefill_config picks TMA only "
+                         f"where the page is the tile)")
+    k_desc, v_desc = descriptors or (k_cache, v_cache)
     guard.check(_paged_attention_segments_kernel, grid, HEAD_DIM=head_dim,
                 HEAD_DIM_PAD=next_power_of_two(head_dim), PAGE_SIZE=page_size, QUERIES_PER_KV=config.queries_per_kv,
                 GROUP=config.group, HEAD_BLOCKS=config.head_blocks, BLOCK_Q=config.block_q, BLOCK_M=config.block_m,
                 BLOCK_N=config.block_n,
                 SEGMENT=config.segment, SEGMENT_STRIDE=stride, SEQ_SCAN_CHUNK=_SEQ_SCAN_CHUNK, USE_WINDOW=use_window,
                 USE_SOFT_CAP=use_soft_cap, FUSED=fused, FOLD=fold, PROBE=False,
-                DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", ROW_SUMS_BY_DOT=config.row_sums_by_dot)
+                DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", ROW_SUMS_BY_DOT=config.row_sums_by_dot,
+                KV_TMA=descriptors is not None)
     _paged_attention_segments_kernel[grid](
-        q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l, part_acc,
+        q, k_cache, v_cache, k_desc, v_desc, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l,
+        part_acc,
         num_seqs, num_q_heads, num_segments,
         float(scale) * LOG2E, float(soft_cap) * LOG2E if use_soft_cap else 1.0, int(sliding_window) if use_window else 0,
         q.stride(0), q.stride(1),
@@ -611,6 +669,7 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
         PROBE=False,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         ROW_SUMS_BY_DOT=config.row_sums_by_dot,
+        KV_TMA=descriptors is not None,
         PDL=pdl,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
@@ -740,7 +799,7 @@ def _both_paths(key, cfg: AttentionLaunchConfig, split_base: dict, constexprs, b
     from vosti_plugin.attention.config import fold_config, prefill_config
 
     flags = {n: split_base[n] for n in ("USE_SOFT_CAP", "USE_WINDOW")}
-    prefill, fold = prefill_config(cfg, key.head_dim), fold_config(cfg, key.head_dim)
+    prefill, fold = prefill_config(cfg, key.head_dim, key.page_size), fold_config(cfg, key.head_dim)
     fused = _launch_mode({**constexprs(key, prefill), **flags}, True)
     folding = {**_launch_mode({**constexprs(key, fold), **flags}, True), "FOLD": True}
     prefill_fam, fold_fam = dataclasses.asdict(prefill), dataclasses.asdict(fold)
@@ -779,7 +838,7 @@ def verifier_catalog() -> list[dict]:
                 "QUERIES_PER_KV": cfg.queries_per_kv, "GROUP": cfg.group, "HEAD_BLOCKS": cfg.head_blocks,
                 "BLOCK_Q": cfg.block_q, "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "SEGMENT": cfg.segment,
                 "SEQ_SCAN_CHUNK": _SEQ_SCAN_CHUNK,
-                "ROW_SUMS_BY_DOT": cfg.row_sums_by_dot, "FOLD": False, "PROBE": False}
+                "ROW_SUMS_BY_DOT": cfg.row_sums_by_dot, "KV_TMA": cfg.kv_tma, "FOLD": False, "PROBE": False}
 
     # every tile sums its rows as its geometry or VOSTI_ATTENTION_ROW_SUMS says, and decode tiles are launched, and so
     # proved, where they follow (cfgmod.decode_tile_rows; the verifier's catalog fingerprint includes both switches)

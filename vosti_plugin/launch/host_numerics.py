@@ -254,10 +254,10 @@ def _attention_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
         rows = min((8 if device == "cuda" else 1) * config.block_q + 5, kv_len)
         prefill = request(kv_len, rows, 404)
         batch = build_paged_batch([prefill], page_size=f.page_size, seed=8, fused_kv=True)
-        fused = run_paged_batch(batch, prefill_config(config, f.head_size), path="fused", **kwargs)[0]
+        fused = run_paged_batch(batch, prefill_config(config, f.head_size, f.page_size), path="fused", **kwargs)[0]
         split = run_paged_batch(batch, config, path="split", fold=fold_config(config, f.head_size), **kwargs)[0]
         probes.append(ProbeResult(_FUSED_PREFILL_PROBE, () if _same(fused, split) else
-                                  (f"prefill rows fused in {prefill_config(config, f.head_size).block_m}-row tiles vs "
+                                  (f"prefill rows fused in {prefill_config(config, f.head_size, f.page_size).block_m}-row tiles vs "
                                    f"split in {config.block_m}-row tiles and folded",)))
     if f.sliding_window:
         window = min(f.sliding_window, config.block_n + 1)

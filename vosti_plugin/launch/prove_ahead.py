@@ -27,7 +27,9 @@ def proved_ahead() -> int:
 
 def _lock_taken(cache_dir: Path) -> bool:
     """Does another process hold the proof lock of this cache dir (verifier.api._proving's)?"""
-    with open(cache_dir / ".proving.lock", "a") as lock:
+    from vosti_plugin.verifier.api import PROVING_LOCK
+
+    with open(cache_dir / PROVING_LOCK, "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -45,7 +47,7 @@ def _prove_whole_families(exact: tuple[str, ...], stop, proved) -> None:
         return   # the whole catalog's verification is stored: the check reads it and proves nothing
     groups, _rejected = api.catalog_plan(wanted={family: set() for family in exact})
     todo = [g for g in groups if not (cache_dir / f"{g.cache_key}.json").exists()]
-    todo.sort(key=lambda g: (-g.kernel_lines * (2 if g.goal.endswith(" across") else 1), -len(g.members)))
+    todo.sort(key=api.proof_order)
     for g in todo:
         if stop.is_set() or _lock_taken(cache_dir):
             return

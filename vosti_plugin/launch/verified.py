@@ -41,7 +41,7 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
     if decode != attention:
         configs["paged_attention/decode"] = dataclasses.asdict(decode)
     if fused_prefill_from(dtype, attention.queries_per_kv):
-        configs["paged_attention/prefill"] = dataclasses.asdict(prefill_config(attention, f.head_size))
+        configs["paged_attention/prefill"] = dataclasses.asdict(prefill_config(attention, f.head_size, f.page_size))
         configs["paged_attention/fold"] = dataclasses.asdict(fold_config(attention, f.head_size))
     for name, (n, k) in linear_shapes(f).items():
         if n and k:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import inspect
 import json
@@ -166,18 +167,18 @@ def catalog_modules() -> tuple[str, ...]:
     return tuple(importlib.import_module(os.environ.get("VOSTI_KERNEL_CATALOG", CATALOG_REGISTRY)).KERNEL_MODULES)
 
 
-_CATALOG: list = [None, None]  # per process: (environment it was built in, the catalog); forked workers inherit it
-
-
 def catalog_entries() -> list[dict]:
-    """Every kernel module's verifier_catalog(), built once per process while the VOSTI_* environment (the
-    registry, the catalog's switches) stays the same: a build lists 29,000 configs (1.5-2 s on 2 cores). Read only."""
+    """Every kernel module's verifier_catalog(), built once per process for each VOSTI_* environment (the
+    registry, the catalog's switches): a build lists about 33,000 configs (2-3 s on 2 cores). Read only."""
+    return _catalog_in(tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("VOSTI_"))))
+
+
+@functools.lru_cache(maxsize=1)   # forked workers inherit it
+def _catalog_in(vosti_env: tuple) -> list[dict]:
     import importlib
 
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("VOSTI_"))
-    if _CATALOG[0] != env:
-        _CATALOG[:] = [env, [e for m in catalog_modules() for e in importlib.import_module(m).verifier_catalog()]]
-    return _CATALOG[1]
+    del vosti_env   # the key: the catalog modules read it from os.environ
+    return [e for m in catalog_modules() for e in importlib.import_module(m).verifier_catalog()]
 
 
 def _referenced(k: ir.Kernel) -> set[str]:
@@ -474,11 +475,20 @@ def _verify_catalog(kernel: str | None, cache_dir: Path, progress, workers, *, w
     return results
 
 
+PROVING_LOCK = ".proving.lock"   # the file in a cache directory whose lock the proving process holds
+
+
+def proof_order(group: Group) -> tuple:
+    """Longest first, so the last proofs to finish are short ones and both cores stay busy: the largest kernels'
+    first, their goals across two launches before the others, then by member count."""
+    return -group.kernel_lines * (2 if group.goal.endswith(" across") else 1), -len(group.members)
+
+
 @contextlib.contextmanager
 def _proving(cache_dir: Path):
     """One process at a time proves into a cache directory: engine processes that start together (a server's
     workers, a test run's engines) would otherwise each prove the same missing groups on the same cores."""
-    with open(cache_dir / ".proving.lock", "a") as lock:
+    with open(cache_dir / PROVING_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -488,13 +498,11 @@ def _proving(cache_dir: Path):
 
 def _prove(groups: list[Group], todo: list[int], summaries: dict, cache_dir: Path, workers: int | None,
            on_group) -> None:
-    """Prove the groups `todo`, each one's summary written to the cache as it finishes (kept if interrupted).
-    Longest first, so the last proofs to finish are short ones and both cores stay busy: the largest kernels'
-    first, their goals across two launches before the others, then by member count."""
+    """Prove the groups `todo` in `proof_order`, each one's summary written to the cache as it finishes (kept if
+    interrupted)."""
     if not todo:
         return
-    todo = sorted(todo, key=lambda i: (-groups[i].kernel_lines * (2 if groups[i].goal.endswith(" across") else 1),
-                                       -len(groups[i].members)))
+    todo = sorted(todo, key=lambda i: proof_order(groups[i]))
     n = workers if workers is not None else min(len(todo), max(1, (os.cpu_count() or 1)))
     if multiprocessing.current_process().daemon:
         n = 1   # a daemonic process (vLLM's workers) may not start a pool: prove in this process

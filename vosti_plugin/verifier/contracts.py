@@ -45,6 +45,8 @@ class TensorSpec:
     strides: tuple[Union[str, int], ...]
     dtype: str = "float32"
     block: tuple[str, ...] = ()  # a tensor descriptor's block shape (constexpr names); () for a pointer
+    view_of: str = ""  # a descriptor over another parameter's tensor: its loads are loads of that tensor
+    view_dims: tuple[int, ...] = ()  # the tensor's axis each descriptor axis is
 
     @property
     def is_descriptor(self) -> bool:
@@ -117,12 +119,19 @@ def tensor(shape: tuple[str, ...] | list[str], strides: tuple[Union[str, int], .
 
 
 def tensor_descriptor(shape: tuple[str, ...] | list[str], strides: tuple[Union[str, int], ...] | list,
-                      block: tuple[str, ...] | list[str], dtype: str = "float32") -> TensorSpec:
+                      block: tuple[str, ...] | list[str], dtype: str = "float32", *, view_of: str = "",
+                      view_dims: tuple[int, ...] = ()) -> TensorSpec:
     """A TMA tensor descriptor over a tensor of `shape` and `strides`, loaded in blocks of `block` (constexpr
-    names): `desc.load([o0, o1])` reads elements o0 + i, o1 + j, and 0 where they fall outside `shape`."""
+    names): `desc.load([o0, o1])` reads elements o0 + i, o1 + j, and 0 where they fall outside `shape`.
+    view_of: the descriptor reads another tensor parameter of the contract (the host builds it from that tensor),
+    its axis d being the tensor's axis view_dims[d] (shape[d] is that axis's size): a load of the descriptor is a
+    load of the tensor, so the tensor's preconditions cover it and launches reading it either way compare."""
     if len(block) != len(shape):
         raise ValueError(f"descriptor block {block} and shape {shape} differ in rank")
-    return TensorSpec(tensor(shape, strides, dtype).shape, tuple(strides), dtype, tuple(str(b) for b in block))
+    if view_of and sorted(view_dims) != list(range(len(shape))):
+        raise ValueError(f"descriptor view of {view_of}: view_dims {view_dims} must order the {len(shape)} axes")
+    return TensorSpec(tensor(shape, strides, dtype).shape, tuple(strides), dtype, tuple(str(b) for b in block),
+                      view_of, tuple(view_dims))
 
 
 def scalar(dtype: str = "int32") -> ScalarSpec:

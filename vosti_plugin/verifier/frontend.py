@@ -44,7 +44,6 @@ KNOWN_UNSUPPORTED = {
     "associative_scan": "scans are outside the verified subset",
     "reduce": "custom reductions are outside the verified subset",
     "sort": "sorting is outside the verified subset",
-    "reshape": "reshape is outside the verified subset",
     "view": "view is outside the verified subset",
     "join": "join is outside the verified subset",
     "split": "split is outside the verified subset",
@@ -391,6 +390,8 @@ class _Translator:
             return self.descriptor_load(e)
         if name is None and isinstance(e.func, ast.Attribute) and e.func.attr in ("trans",):
             return ir.Trans(self.expr(e.func.value), ln)
+        if name is None and isinstance(e.func, ast.Attribute) and e.func.attr == "reshape":
+            return self.reshape(e, e.func.value, list(e.args))
         if name is None:
             if d is not None and d in self.globals and _is_jit(self.globals[d]):
                 (value,) = self.inline_call(e, want=1)
@@ -455,6 +456,10 @@ class _Translator:
         if name == "trans":
             (x,) = self._args(e, ["input"], 1)
             return ir.Trans(self.expr(x), ln)
+        if name == "reshape":
+            if not e.args:
+                raise self.fail(e, "tl.reshape without a tile")
+            return self.reshape(e, e.args[0], list(e.args[1:]))
         if name in IDENTITY_HINTS:
             return self.expr(e.args[0])
         if name in ("cast",):
@@ -470,6 +475,17 @@ class _Translator:
             lib = self.math_library(e.func)
             return ir.Math(f"{lib}.{name}" if lib else name, args, ln)
         raise self.fail(e, f"call to tl.{name} (outside the verified subset)")
+
+    def reshape(self, e: ast.Call, x: ast.AST, dims: list[ast.AST]) -> ir.Reshape:
+        """A reshape that adds or drops axes of size 1 (the evaluator checks that against the tile's shape)."""
+        if e.keywords and any(k.arg != "can_reorder" or not (isinstance(k.value, ast.Constant) and k.value.value is False)
+                              for k in e.keywords):
+            raise self.fail(e, "reshape keyword other than can_reorder=False (a reordering reshape moves elements)")
+        if len(dims) == 1 and isinstance(dims[0], (ast.List, ast.Tuple)):
+            dims = list(dims[0].elts)
+        if not dims:
+            raise self.fail(e, "reshape without a shape")
+        return ir.Reshape(self.expr(x), tuple(self.expr(d) for d in dims), self.line(e))
 
     def descriptor_load(self, e: ast.Call) -> ir.DescLoad:
         """`desc.load([o0, o1])` on a kernel parameter; the contract says whether it is a descriptor and gives

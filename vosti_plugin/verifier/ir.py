@@ -125,6 +125,15 @@ class Trans:
 
 
 @dataclass(frozen=True)
+class Reshape:
+    """`x.reshape(d0, d1, ...)` / `tl.reshape(x, [d0, ...])` that only adds or drops axes of size 1."""
+
+    x: "Expr"
+    dims: tuple["Expr", ...]
+    line: int
+
+
+@dataclass(frozen=True)
 class Subscript:
     """`x[:, None]`-style broadcasting: entries are ':' (keep an axis) or None (insert an axis)."""
 
@@ -168,7 +177,7 @@ class IfExp:
 
 
 Expr = Union[Const, Name, ProgramId, Arange, Full, BinOp, UnaryOp, Compare, Math, Where, Load, DescLoad, Reduce, Dot,
-             Trans, Subscript, Cast, DtypeOf, TileDtype, IfExp]
+             Trans, Reshape, Subscript, Cast, DtypeOf, TileDtype, IfExp]
 
 # -- statements --------------------------------------------------------------------------------------
 

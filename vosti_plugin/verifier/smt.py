@@ -350,6 +350,10 @@ def matched_instances(bound: tuple, pairs: Iterable[tuple]) -> list[tuple]:
             if z3.is_int(term) and not any(term.eq(x) for x in slot):
                 slot.append(term)
             return
+        if z3.is_app_of(term, z3.Z3_OP_ITE) and not z3.is_app_of(pat, z3.Z3_OP_ITE):
+            match(pat, term.arg(1))
+            match(pat, term.arg(2))
+            return
         if not (z3.is_app(pat) and z3.is_app(term)) or pat.num_args() == 0 or pat.num_args() != term.num_args() \
                 or not pat.decl().eq(term.decl()):
             return

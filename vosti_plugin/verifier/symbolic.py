@@ -565,6 +565,46 @@ class SideEvaluator:
             out.side = lambda l: x.conds(tuple(l[i] for i in keep))
         return out
 
+    def constexpr_dim(self, d: ir.Expr, line: int, what: str):
+        """A tile dimension: an int, or a Z3 term of the symbolic constexprs (as tl.arange and tl.full take them)."""
+        t = self.expr(d)
+        if isinstance(t.concrete, int):
+            return t.concrete
+        zd = z3.simplify(self.z(t)) if t.kind == "int" else None
+        if zd is None or not all(str(n) in self.symbolic for n in _consts(zd)):
+            raise self.fail(line, f"{what} must be an integer constexpr")
+        return zd
+
+    def e_Reshape(self, e: ir.Reshape) -> Tile:
+        """Axes of size 1 added or dropped: element l of the result is the tile's element at l's other axes."""
+        x = self.expr(e.x)
+        dims = [self.constexpr_dim(d, e.line, "a reshape's dimension") for d in e.dims]
+
+        def unit(n) -> bool:
+            return isinstance(n, int) and n == 1
+
+        def same(a, b) -> bool:
+            if isinstance(a, int) or isinstance(b, int):
+                return isinstance(a, int) and isinstance(b, int) and a == b
+            return z3.eq(z3.simplify(a), z3.simplify(b))
+
+        src = [i for i, n in enumerate(x.shape) if not unit(n)]
+        dst = [i for i, n in enumerate(dims) if not unit(n)]
+        if len(src) != len(dst) or not all(same(x.shape[i], dims[j]) for i, j in zip(src, dst)):
+            raise self.fail(e.line, f"reshape of a {tuple(x.shape)} tile to {tuple(dims)}: only axes of size 1 may be "
+                                    f"added or dropped (other reshapes move elements)")
+
+        def at(l):
+            idx = [0] * len(x.shape)
+            for i, j in zip(src, dst):
+                idx[i] = l[j]
+            return tuple(idx)
+
+        out = Tile(x.kind, tuple(dims), lambda l: x.at(at(l)), dtype=x.dtype, wide=x.wide)
+        if x.side is not None:
+            out.side = lambda l: x.conds(at(l))
+        return out
+
     def e_Trans(self, e: ir.Trans) -> Tile:
         x = self.expr(e.x)
         if len(x.shape) != 2:
@@ -928,25 +968,47 @@ class SideEvaluator:
         if len(e.offsets) != len(spec.shape):
             raise self.fail(e.line, f"{e.desc}.load with {len(e.offsets)} offsets for a rank-{len(spec.shape)} "
                                     f"descriptor")
-        block = []
-        for b in spec.block:
-            t = self.expr(ir.Name(b, e.line)) if not b.isdigit() else const_tile(int(b))
-            if t.concrete is None or not isinstance(t.concrete, int):
-                raise self.fail(e.line, f"{e.desc}'s block dimension {b} must be an integer constexpr")
-            block.append(t.concrete)
+        block = [self.constexpr_dim(ir.Name(b, e.line) if not b.isdigit() else ir.Const(int(b), e.line), e.line,
+                                    f"{e.desc}'s block dimension {b}") for b in spec.block]
         offs = [self.expr(o) for o in e.offsets]
         if any(o.shape or o.kind != "int" for o in offs):
             raise self.fail(e.line, f"{e.desc}.load offsets must be integer scalars")
-        dims = [self.z(self.expr(ir.Name(d, e.line)), ()) if not d.isdigit() else z3.IntVal(int(d))
-                for d in spec.shape]
+        # a dimension is a parameter or constexpr of the kernel, or else a shape symbol of the contract
+        dims = [z3.IntVal(int(d)) if d.isdigit() else self.z(self.expr(ir.Name(d, e.line)), ()) if d in self.env
+                else self.var(d) for d in spec.shape]
         shape = tuple(block)
         side = self.side
+        tensor = spec.view_of or e.desc
+        if spec.view_of:
+            viewed = self.c.param(spec.view_of)
+            if not isinstance(viewed, TensorSpec) or viewed.is_descriptor or len(viewed.shape) != len(spec.shape) \
+                    or any(viewed.shape[a] != n for a, n in zip(spec.view_dims, spec.shape)):
+                raise self.fail(e.line, f"{e.desc} is declared a view of {spec.view_of}, whose axes it does not match")
+        starts = [self.z(o, ()) for o in offs]
+
+        def coord(d: int, l):
+            # `x % m + i` is `(x + i) % m` where x % m + i < m: both forms, so that a fact indexed by `j % m` finds
+            # j = x + i (smt.matched_instances looks into either branch; the prover checks whichever it picks)
+            o, step = starts[d], l[d]
+            if z3.is_app_of(o, z3.Z3_OP_MOD) and not (isinstance(step, int) and step == 0):
+                x, m = o.arg(0), o.arg(1)
+                return z3.If(o + step < m, (x + step) % m, o + step)
+            return z3.simplify(o + step)
 
         def coords(l):
-            return tuple(z3.simplify(self.z(o, ()) + l[d]) for d, o in enumerate(offs))
+            view = tuple(coord(d, l) for d in range(len(offs)))
+            if not spec.view_of:
+                return view
+            out = [None] * len(view)
+            for d, axis in enumerate(spec.view_dims):
+                out[axis] = view[d]
+            return tuple(out)
 
-        ptr = Tile("ptr", shape, lambda l: PtrElem(e.desc, side, coords(l)), dtype=e.desc)
-        mask = Tile("bool", shape, lambda l: z3.And(*[z3.And(c >= 0, c < n) for c, n in zip(coords(l), dims)]))
+        def in_shape(l):
+            return z3.And(*[z3.And(c >= 0, c < n) for c, n in zip((coord(d, l) for d in range(len(offs))), dims)])
+
+        ptr = Tile("ptr", shape, lambda l: PtrElem(tensor, side, coords(l)), dtype=tensor)
+        mask = Tile("bool", shape, in_shape)
         return self.load_tile(ptr, mask, const_tile(0.0) if spec.is_float else const_tile(0), e.line)
 
     def e_Load(self, e: ir.Load) -> Tile:

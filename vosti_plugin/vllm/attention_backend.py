@@ -346,7 +346,7 @@ class VostiAttentionImpl(_AttentionImpl):
                 stretch_bytes=_workspace_stretch_bytes(device))
             self._fused_from = fused_prefill_from(dtype, self._config.queries_per_kv)
             if self._path == "split" and self._fused_from:
-                self._prefill_config = prefill_config(self._config, self.head_size)
+                self._prefill_config = prefill_config(self._config, self.head_size, page_size)
                 self._fold_config = fold_config(self._config, self.head_size)
             _log_path_once(self._path, self._capacity, self.max_model_len, self.max_graph_tokens, device.type,
                            self._fused_from if self._prefill_config is not None else 0)
