@@ -114,7 +114,7 @@ def _combine_heads_edits(heads: int, warps: int) -> tuple[list[tuple[str, str]],
              ("\n\ndef num_kv_segments", _COMBINE_HEADS + "\n\ndef num_kv_segments")], True)
 
 
-_PAGE_LOAD = "                page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n"
+_PAGE_LOAD = "                    page = tl.load(block_table_row + key_pos // PAGE_SIZE, mask=key_valid, other=0).to(tl.int64)\n"
 _TILE_LOOP = "            for tile in range(whole_end, tile_end):\n"  # the masked tile loop
 
 
@@ -170,52 +170,18 @@ def _tile_is_page(hoisted: bool) -> list[tuple[str, str]]:
     for masked in (False, True):
         mask = ", mask=key_valid, other=0" if masked else ""
         kv_mask = "key_valid[:, None] & dim_ok[None, :]" if masked else "dim_ok[None, :]"
-        edits.append((f"                page = tl.load(block_table_row + key_pos // PAGE_SIZE{mask}).to(tl.int64)\n"
-                       "                in_page = key_pos % PAGE_SIZE\n"
-                       "                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
-                       "                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
-                       f"                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask={kv_mask}",
-                       "                page = tl.load(block_table_row + tile).to(tl.int64)\n"
-                       f"                k = tl.load(k_ptr + (page * stride_kb + kv_head * stride_kh) + {k_off}, "
+        edits.append((f"                    page = tl.load(block_table_row + key_pos // PAGE_SIZE{mask}).to(tl.int64)\n"
+                       "                    in_page = key_pos % PAGE_SIZE\n"
+                       "                    k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh\n"
+                       "                    v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh\n"
+                       f"                    k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask={kv_mask}",
+                       "                    page = tl.load(block_table_row + tile).to(tl.int64)\n"
+                       f"                    k = tl.load(k_ptr + (page * stride_kb + kv_head * stride_kh) + {k_off}, "
                        f"mask={kv_mask}"))
-        edits.append((f"                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask={kv_mask}",
-                      f"                v = tl.load(v_ptr + (page * stride_vb + kv_head * stride_vh) + {v_off}, "
+        edits.append((f"                    v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask={kv_mask}",
+                      f"                    v = tl.load(v_ptr + (page * stride_vb + kv_head * stride_vh) + {v_off}, "
                       f"mask={kv_mask}"))
     return edits
-
-
-# KV tiles read by TMA (PAGE_SIZE == BLOCK_N): per program, a device-side descriptor over each cache's [page, in-page
-# position, dim] view of its KV head; a tile is one block-table entry and one descriptor load, where the shipped loops
-# look a page up and form a 64-bit address per key (session 33: the kernel is bound by its registers). The masked loop
-# zeroes V past the block's last row as the shipped loads do (0 * NaN); K there only feeds scores masked to -inf.
-# The same keys and values reach the same dots, so the same bits where the page is a tile (these edits assume it).
-_TMA_DESCRIPTORS = """    k_desc = tl.make_tensor_descriptor(k_ptr + kv_head * stride_kh, shape=[1 << 24, PAGE_SIZE, HEAD_DIM],
-                                       strides=[stride_kb, stride_kp, 1], block_shape=[1, BLOCK_N, HEAD_DIM_PAD])
-    v_desc = tl.make_tensor_descriptor(v_ptr + kv_head * stride_vh, shape=[1 << 24, PAGE_SIZE, HEAD_DIM],
-                                       strides=[stride_vb, stride_vp, 1], block_shape=[1, BLOCK_N, HEAD_DIM_PAD])
-"""
-_TMA_TILE = """                page = tl.load(block_table_row + tile)
-                k = k_desc.load([page, 0, 0]).reshape(BLOCK_N, HEAD_DIM_PAD)
-"""
-
-
-def _kv_tiles_by_tma() -> list[tuple[str, str]]:
-    lookup = """                in_page = key_pos % PAGE_SIZE
-                k_offsets = page * stride_kb + in_page * stride_kp + kv_head * stride_kh
-                v_offsets = page * stride_vb + in_page * stride_vp + kv_head * stride_vh
-"""
-    whole = ("                page = tl.load(block_table_row + key_pos // PAGE_SIZE).to(tl.int64)\n" + lookup
-             + "                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n"
-             "                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=dim_ok[None, :], other=0.0)\n")
-    masked = (_PAGE_LOAD + lookup
-              + "                k = tl.load(k_ptr + k_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],\n"
-              "                            other=0.0)\n"
-              "                v = tl.load(v_ptr + v_offsets[:, None] + dims[None, :], mask=key_valid[:, None] & dim_ok[None, :],\n"
-              "                            other=0.0)\n")
-    return [(_TILE_OFFSETS_BEFORE, _TILE_OFFSETS_BEFORE + _TMA_DESCRIPTORS),
-            (whole, _TMA_TILE + "                v = v_desc.load([page, 0, 0]).reshape(BLOCK_N, HEAD_DIM_PAD)\n"),
-            (masked, _TMA_TILE + "                v = tl.where(key_valid[:, None], "
-                                 "v_desc.load([page, 0, 0]).reshape(BLOCK_N, HEAD_DIM_PAD), 0.0)\n")]
 
 
 _WINDOW_BOUNDS = """            if USE_WINDOW:
@@ -310,13 +276,7 @@ VARIANTS: dict[str, tuple] = {
     "KV tile is a page, offsets formed in the loop": (_tile_is_page(hoisted=False), True),
     "3 stages": ([], True, {"num_stages": 3}),
     "4 stages": ([], True, {"num_stages": 4}),
-    "KV tiles by TMA": (_kv_tiles_by_tma(), True),
-    "KV tiles by TMA, 4 stages": (_kv_tiles_by_tma(), True, {"num_stages": 4}),
-    "KV tiles by TMA, 3 stages": (_kv_tiles_by_tma(), True, {"num_stages": 3}),
-    "KV tiles by TMA, fused prefill, FOLD combine": (_kv_tiles_by_tma(), True, {"fold": True, "prefill_fused": True}),
-    "KV tiles by TMA, fused prefill, FOLD combine, 3 stages": (_kv_tiles_by_tma(), True,
-                                                               {"fold": True, "prefill_fused": True, "num_stages": 3}),
-    "upper bound: identity pages": ([(_PAGE_LOAD, "                page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
+    "upper bound: identity pages": ([(_PAGE_LOAD, "                    page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
     "upper bound: no combine": ([("    if not fused:\n        pdl = dependent_launch.enabled(out)\n", "    if False:\n        pdl = False\n")],
                                 False),
 }
@@ -477,8 +437,6 @@ def main() -> int:
     smoke = args.cpu_smoke
     device = "cpu" if smoke else "cuda"
     dtype = torch.float32 if smoke else torch.bfloat16
-    # scratch for device-side TMA descriptors (variants "KV tiles by TMA")
-    triton.set_allocator(lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device=device))
     tmp = tempfile.mkdtemp(prefix="attn_variants_")
     mods = {name: load_variant(name, v[0], tmp) for name, v in VARIANTS.items()}
     if args.previous:
