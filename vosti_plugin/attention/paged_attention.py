@@ -111,6 +111,9 @@ _LO = "ite(USE_WINDOW, max(0, p - window + 1), 0)"
 _KV_EQUAL = tuple(
     f"forall(j, {_LO} <= j <= p, L.{t}[L.block_table_ptr[sL, j // PAGE_SIZE], j % PAGE_SIZE, :, :] == "
     f"R.{t}[R.block_table_ptr[sR, j // PAGE_SIZE], j % PAGE_SIZE, :, :])" for t in ("k_ptr", "v_ptr"))
+# the cache holds finite V for every valid key of the row's sequence: a masked probability (exactly 0) times a
+# valid V row past p is 0; a V load past the sequence's keys reads another request's slot or garbage
+# (possibly inf/NaN, and 0 * NaN = NaN), so the kernel masks it to 0
 _V_FINITE = tuple(f"forall(j, 0 <= j < {S}.seq_lens_ptr[{s}], finite({S}.v_ptr[{S}.block_table_ptr[{s}, j // PAGE_SIZE], "
                   f"j % PAGE_SIZE, :, :]))" for S, s in (("L", "sL"), ("R", "sR")))
 # every block-table entry of the row's sequence names a page of the cache (vLLM's tables hold page ids, 0 where a
@@ -214,7 +217,6 @@ _FED_PARTIALS = tuple(
             "SEGMENT % BLOCK_N == 0",
             # KV_TMA launches read a tile by one descriptor load: a tile lies in one page
             "not KV_TMA or PAGE_SIZE % BLOCK_N == 0"),
-
 )
 # num_seqs is the step's batch and num_segments follows an eager step's longest sequence (VOSTI_EAGER_STEP_GRID):
 # one compiled kernel for every value. Specialized, a batch of 1 or a multiple of 16 would compile its own kernel

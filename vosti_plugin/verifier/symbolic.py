@@ -987,12 +987,13 @@ class SideEvaluator:
         starts = [self.z(o, ()) for o in offs]
 
         def coord(d: int, l):
-            # `x % m + i` is `(x + i) % m` where x % m + i < m: both forms, so that a fact indexed by `j % m` finds
-            # j = x + i (smt.matched_instances looks into either branch; the prover checks whichever it picks)
+            # `x % m + i` is `(x + i) % m` where 0 <= x % m + i < m and m > 0 (Euclidean division): both forms, so
+            # that a fact indexed by `j % m` finds j = x + i (smt.matched_instances looks into either branch; the
+            # prover checks whichever it picks)
             o, step = starts[d], l[d]
             if z3.is_app_of(o, z3.Z3_OP_MOD) and not (isinstance(step, int) and step == 0):
                 x, m = o.arg(0), o.arg(1)
-                return z3.If(o + step < m, (x + step) % m, o + step)
+                return z3.If(z3.And(m > 0, o + step >= 0, o + step < m), (x + step) % m, o + step)
             return z3.simplify(o + step)
 
         def coords(l):
