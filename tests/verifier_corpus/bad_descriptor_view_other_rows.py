@@ -3,7 +3,7 @@ where its zero fill and the M-row launch's element differ (a view's loads are ch
 import triton
 import triton.language as tl
 
-from tests.verifier_corpus._descriptor_view import CONFIGS, DESCRIPTOR_VIEW_MATMUL  # noqa: F401 (read by the corpus test)
+from tests.verifier_corpus._descriptor import CONFIGS, DESCRIPTOR_VIEW_MATMUL  # noqa: F401 (read by the corpus test)
 
 EXPECT = "guard-agreement"
 

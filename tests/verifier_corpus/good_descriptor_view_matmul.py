@@ -3,7 +3,7 @@ its blocks reshaped through an added axis of size 1 and back; row x's blocks and
 import triton
 import triton.language as tl
 
-from tests.verifier_corpus._descriptor_view import CONFIGS, DESCRIPTOR_VIEW_MATMUL  # noqa: F401 (read by the corpus test)
+from tests.verifier_corpus._descriptor import CONFIGS, DESCRIPTOR_VIEW_MATMUL  # noqa: F401 (read by the corpus test)
 
 
 @DESCRIPTOR_VIEW_MATMUL
