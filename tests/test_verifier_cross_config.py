@@ -15,7 +15,7 @@ from vosti_plugin.verifier.frontend import kernel_from_function
 
 ATTENTION = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4, "HEAD_BLOCKS": 1,
              "BLOCK_Q": 16, "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128,
-             "DOT_PRECISION": "tf32", "ROW_SUMS_BY_DOT": False, "USE_SOFT_CAP": False, "USE_WINDOW": True,
+             "DOT_PRECISION": "tf32", "ROW_SUMS_BY_DOT": False, "KV_TMA": False, "USE_SOFT_CAP": False, "USE_WINDOW": True,
              "FOLD": False, "PROBE": False}
 
 

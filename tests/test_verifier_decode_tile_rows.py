@@ -15,7 +15,7 @@ from vosti_plugin.verifier.frontend import kernel_from_function, kernel_from_sou
 
 LLAMA = {"HEAD_DIM": 128, "HEAD_DIM_PAD": 128, "PAGE_SIZE": 64, "QUERIES_PER_KV": 4, "GROUP": 4,
          "HEAD_BLOCKS": 1, "BLOCK_Q": 16,
-         "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32", "ROW_SUMS_BY_DOT": False,
+         "BLOCK_M": 64, "BLOCK_N": 64, "SEGMENT": 512, "SEQ_SCAN_CHUNK": 128, "DOT_PRECISION": "tf32", "ROW_SUMS_BY_DOT": False, "KV_TMA": False,
          "USE_SOFT_CAP": False, "USE_WINDOW": False, "FUSED": False, "FOLD": False, "PROBE": False,
          "SEGMENT_STRIDE": paged_attention.SPLIT_SEGMENT_STRIDE}
 GEMMA = {**LLAMA, "HEAD_DIM": 256, "HEAD_DIM_PAD": 256, "QUERIES_PER_KV": 2, "GROUP": 2, "BLOCK_Q": 32,
