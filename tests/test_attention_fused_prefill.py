@@ -146,18 +146,20 @@ def test_launch_check_wants_the_prefill_and_fold_configs_only_when_on(monkeypatc
 @pytest.mark.vllm
 def test_prefill_steps_run_fused_inside_vllm_and_keep_the_logits(tiny_model_path, monkeypatch):
     """Real vLLM (CPU), a split deployment with VOSTI_PREFILL_FUSED_FROM=16: steps of 16+ tokens with a prefill launch
-    the fused path in 64-row tiles, the others the split path with a FOLD combine; a request's raw logits are bitwise
-    the same alone, batched, and staggered (its rows computed by the other path in another step), and match an
-    independent reference forward."""
+    the fused path in the split tiles with K/V read by TMA descriptors (the deployment's page of 32 is the fp32 KV
+    tile; the interpreter runs the loads), the others the split path with a FOLD combine; a request's raw logits are
+    bitwise the same alone, batched, and staggered (its rows computed by the other path in another step), and match
+    an independent reference forward."""
     from tests.reference_forward import assert_first_step_matches_reference
     from tests.test_attention_decode_tiles import PROMPTS, run_on_the_split_path
 
     monkeypatch.setenv("VOSTI_PREFILL_FUSED_FROM", "16")
     launches, alone, together, staggered, paths = run_on_the_split_path(tiny_model_path, monkeypatch)
     assert paths == {"split"}
-    fused = {(kw["config"].block_m, kw["fold"]) for tokens, kw in launches if kw["path"] == "fused"}
-    split = {(kw["config"].block_m, kw["fold"].block_q) for tokens, kw in launches if kw["path"] == "split"}
-    assert fused == {(64, None)} and split == {(32, 1)}, launches
+    fused = {(kw["config"].block_m, kw["config"].kv_tma, kw["fold"]) for tokens, kw in launches if kw["path"] == "fused"}
+    split = {(kw["config"].block_m, kw["config"].kv_tma, kw["fold"].block_q) for tokens, kw in launches
+             if kw["path"] == "split"}
+    assert fused == {(32, True, None)} and split == {(32, False, 1)}, launches
     assert all(tokens >= 16 for tokens, kw in launches if kw["path"] == "fused")
     assert together == alone
     assert staggered[0] == staggered[1] == alone[0] and staggered[2] == alone[1]

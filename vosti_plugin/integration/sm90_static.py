@@ -233,7 +233,7 @@ def _variant_modules(names: list[str]) -> dict:
         mods[name] = (av.load_variant(name, spec[0], tmp),
                       lambda base, case, fields=fields: av.variant_launch(
                           base, fields, case["path"], "decode" if case["decode"] else "prefill",
-                          case["batch"].q.shape[2]))
+                          case["batch"].q.shape[2], case["batch"].k_cache.shape[1]))
     return mods
 
 
