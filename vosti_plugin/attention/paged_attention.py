@@ -22,7 +22,6 @@ No host<->device synchronisation happens here: grids come from tensor shapes (CU
 
 from __future__ import annotations
 
-import functools
 from typing import Literal
 
 import torch
@@ -590,13 +589,11 @@ def _check_inputs(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, o
 
 
 def _kv_descriptors(k_cache: torch.Tensor, v_cache: torch.Tensor, block_n: int):
-    """TMA descriptors of the caches as [page, KV head, in-page position, dim], loaded a KV tile of one head at a time;
-    None where a descriptor cannot read them (16-byte alignment, a GPU without TMA)."""
+    """TMA descriptors of the caches as [page, KV head, in-page position, dim], loaded a KV tile of one head at a time
+    (on GPUs without TMA, below sm90, Triton rewrites descriptor loads to pointer loads); None where a descriptor
+    cannot read them (16-byte alignment)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    if k_cache.device.type == "cuda" and not _has_tma(k_cache.device.index if k_cache.device.index is not None
-                                                      else torch.cuda.current_device()):
-        return None
     width = next_power_of_two(k_cache.shape[3])
     out = []
     for cache in (k_cache, v_cache):
@@ -606,11 +603,6 @@ def _kv_descriptors(k_cache: torch.Tensor, v_cache: torch.Tensor, block_n: int):
             return None
         out.append(TensorDescriptor(cache, [blocks, heads, page, dim], strides, [1, 1, block_n, width]))
     return out
-
-
-@functools.lru_cache(maxsize=None)
-def _has_tma(device_index: int) -> bool:
-    return torch.cuda.get_device_capability(device_index)[0] >= 9
 
 
 def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc, max_seq_len, out, part_m, part_l,
@@ -630,9 +622,8 @@ def _launch_segments(q, k_cache, v_cache, block_table, seq_lens, query_start_loc
     descriptors = _kv_descriptors(k_cache, v_cache, config.block_n) if config.kv_tma and not fold else None
     if config.kv_tma and not fold and (descriptors is None or page_size % config.block_n):
         raise ValueError(f"config reads K/V tiles of {config.block_n} positions by TMA descriptor: the caches must be "
-                         f"16-byte aligned in pages of a multiple of {config.block_n} positions on a GPU with TMA "
-                         f"(sm90+) or the interpreter; got pages of {page_size} (config.prefill_config picks TMA only "
-                         f"where the page is the tile)")
+                         f"16-byte aligned in pages of a multiple of {config.block_n} positions; got pages of "
+                         f"{page_size} (config.prefill_config picks TMA only where the page is the tile)")
     k_desc, v_desc = descriptors or (k_cache, v_cache)
     guard.check(_paged_attention_segments_kernel, grid, HEAD_DIM=head_dim,
                 HEAD_DIM_PAD=next_power_of_two(head_dim), PAGE_SIZE=page_size, QUERIES_PER_KV=config.queries_per_kv,
