@@ -62,7 +62,6 @@ class AttentionLaunchConfig:
     head_blocks: int = 1
     kv_tma: bool = False
 
-
     def __post_init__(self) -> None:
         for name in ("block_q", "block_m", "block_n", "segment"):
             value = getattr(self, name)
