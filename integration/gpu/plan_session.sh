@@ -161,10 +161,12 @@ for step in $STEPS; do
       env OUT="$R/profile-prefill" MODEL=llama31-8b PROFILE_MODES="vosti-pointer vosti default" PROFILE_PHASE=prefill \
         PROFILE_CONTEXT=1024 BATCHES=4 MODE_TIMEOUT=200 bash integration/gpu/session.sh profile \
         > "$R/profile-prefill.log" 2>&1; log "profile-prefill done" ;;
-    profile-worst)   # the worst prefill cell (16K context, batch 4) by kernel family: vosti vs default (#20)
-      env OUT="$R/profile-worst" MODEL=llama31-8b PROFILE_MODES="vosti default" PROFILE_PHASE=prefill \
-        PROFILE_CONTEXT=16384 BATCHES=4 MODE_TIMEOUT=200 bash integration/gpu/session.sh profile \
-        > "$R/profile-worst.log" 2>&1; log "profile-worst done" ;;
+    profile-worst)   # the worst prefill cells (16K context, batch 4) by kernel family: vosti vs default (#20)
+      for m in ${PROFILE_MODELS:-gemma3-4b llama31-8b}; do
+        env OUT="$R/profile-worst" MODEL=$m PROFILE_MODES="vosti default" PROFILE_PHASE=prefill \
+          PROFILE_CONTEXT=16384 BATCHES=4 MODE_TIMEOUT=200 bash integration/gpu/session.sh profile \
+          > "$R/profile-worst-$m.log" 2>&1
+      done; log "profile-worst done" ;;
     gemm-floor)   # decode GEMMs of the 19 served geometries vs the weight-read floor (#18)
       timeout 300 python3 integration/gpu/geometry_gemm_floor.py --out "$R/gemm-floor" > "$R/gemm-floor.log" 2>&1
       log "gemm-floor rc=$? $(tail -1 "$R/gemm-floor.log")" ;;

@@ -41,17 +41,15 @@ DEVICE = "cuda"
 # name: (loads, GROUP_M, BLOCK_M, BLOCK_N, BLOCK_K, warps, stages); BLOCK_N 256 only without a split
 VARIANTS = {
     "tma g8 128x128x64 s4": ("tma", 8, 128, 128, 64, 8, 4),
-    # 3 stages: 96 KB of tiles, so two CTAs fit on an SM (Gemma's K of 2048-2560 is only 32-40 K steps per tile)
-    "tma g8 128x128x64 s3": ("tma", 8, 128, 128, 64, 8, 3),
-    "nested g8 128x128x64 s3": ("tma-nested", 8, 128, 128, 64, 8, 3),
-    "tma g8 128x128x64 s5": ("tma", 8, 128, 128, 64, 8, 5),
-    "tma g16 128x128x64 s4": ("tma", 16, 128, 128, 64, 8, 4),
-    "tma g4 128x128x64 s4": ("tma", 4, 128, 128, 64, 8, 4),
-    "nested g8 128x128x64 s4": ("tma-nested", 8, 128, 128, 64, 8, 4),
-    "nested g8 128x128x64 s5": ("tma-nested", 8, 128, 128, 64, 8, 5),
-    "nested g16 128x128x64 s4": ("tma-nested", 16, 128, 128, 64, 8, 4),
-    "nested g8 128x64x64 s6": ("tma-nested", 8, 128, 64, 64, 4, 6),
-    "oneloop g8 128x128x64 s5": ("tma-one-loop", 8, 128, 128, 64, 8, 5),
+    "tma g8 128x256x64 s3": ("tma", 8, 128, 256, 64, 8, 3),
+    # persistent: one program per SM walks tiles start, start + SMs, ...; each tile's K order is the decode path's
+    "pers g8 128x128x64 s4": ("pers", 8, 128, 128, 64, 8, 4),
+    "pers-flat g8 128x128x64 s4": ("pers-flat", 8, 128, 128, 64, 8, 4),
+    "pers-flat g8 128x256x64 s3": ("pers-flat", 8, 128, 256, 64, 8, 3),
+    "pers-ws g8 128x128x64 s4": ("pers-ws", 8, 128, 128, 64, 8, 4),
+    "pers-ws g8 128x256x64 s3": ("pers-ws", 8, 128, 256, 64, 8, 3),
+    "pers-tmastore g8 128x128x64 s4": ("pers-flat-cdesc", 8, 128, 128, 64, 8, 4),
+    "pers-tmastore g8 128x256x64 s3": ("pers-flat-cdesc", 8, 128, 256, 64, 8, 3),
 }
 CONTROL = ("ptr", 0, 128, 128, 64, 8, 3)  # run with split 1 on split shapes: other partial-sum boundaries must differ
 
@@ -151,6 +149,41 @@ def tma_loop_kernel(a_desc, w_desc, c_ptr, M, N, K, K_PER_SPLIT, stride_cm,
              mask=(rows < M)[:, None] & (cols < N)[None, :])
 
 
+@triton.jit
+def persistent_kernel(a_desc, w_desc, c_ptr, c_desc, M, N, K, K_PER_SPLIT, stride_cm,
+                      NUM_SPLITS: tl.constexpr, GROUP_M: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+                      FLATTEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, C_DESC: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Program p computes tiles p, p + NUM_PROGRAMS, ...; a split closes at its last K block (one K loop)."""
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in tl.range(tl.program_id(0), num_tiles, NUM_PROGRAMS, flatten=FLATTEN,
+                         warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = _tile(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if NUM_SPLITS == 1:
+            for k0 in range(0, K, BLOCK_K):
+                a = a_desc.load([pid_m * BLOCK_M, k0])
+                w = w_desc.load([pid_n * BLOCK_N, k0])
+                acc = tl.dot(a, w.T, acc)
+            total = acc
+        else:
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                a = a_desc.load([pid_m * BLOCK_M, k0])
+                w = w_desc.load([pid_n * BLOCK_N, k0])
+                acc = tl.dot(a, w.T, acc)
+                if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):
+                    total += acc
+                    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if C_DESC:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], total.to(c_desc.dtype))
+        else:
+            rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+            cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], total.to(c_ptr.dtype.element_ty),
+                     mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+
 def _launcher(variant, cfg, a, w, out):
     """A no-argument launch of `variant` computing out = a @ w^T with cfg's K order (None if it cannot apply)."""
     loads, group_m, bm, bn, bk, warps, stages = variant
@@ -168,6 +201,14 @@ def _launcher(variant, cfg, a, w, out):
 
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     w_desc = TensorDescriptor.from_tensor(w, [bn, bk])
+    if loads.startswith("pers"):
+        sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 2
+        programs = min(sms, grid[0])
+        c_desc = TensorDescriptor.from_tensor(out, [bm, bn]) if "cdesc" in loads else None
+        meta.update(NUM_PROGRAMS=programs, FLATTEN="flat" in loads, WARP_SPECIALIZE="ws" in loads,
+                    C_DESC=c_desc is not None)
+        return lambda: persistent_kernel[(programs,)](a_desc, w_desc, out, c_desc, M, N, K, kps, out.stride(0),
+                                                      **meta)
     if loads in ("tma-nested", "tma-one-loop"):
         if cfg.split_k == 1:
             return None
@@ -271,7 +312,8 @@ def _use_cpu_smoke() -> None:
     SHAPES = {(96, 256): "tiny split", (160, 64): "tiny"}
     M_VALUES = (40,)
     DTYPE, DEVICE = torch.float32, "cpu"
-    VARIANTS = {"ptr 2d 32x32x32": ("ptr", 0, 32, 32, 32, 4, 1), "ptr g2 16x32x32": ("ptr", 2, 16, 32, 32, 4, 1)}
+    VARIANTS = {"ptr 2d 32x32x32": ("ptr", 0, 32, 32, 32, 4, 1), "ptr g2 16x32x32": ("ptr", 2, 16, 32, 32, 4, 1),
+                "pers g2 16x32x32": ("pers-flat-cdesc", 2, 16, 32, 32, 4, 1)}
     _config = lambda N, K: MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=3 if K >= 96 else 1,  # noqa: E731
                                         num_stages=1)
 
@@ -280,8 +322,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="")
     ap.add_argument("--budget-s", type=float, default=240)
+    ap.add_argument("--m", default="", help="activation rows, comma-separated (default: 1024,4096)")
     ap.add_argument("--cpu-smoke", action="store_true")
     args = ap.parse_args()
+    global M_VALUES
+    if args.m and not args.cpu_smoke:
+        M_VALUES = tuple(int(m) for m in args.m.split(","))
     if not device_ready(args.cpu_smoke, _use_cpu_smoke):
         return 1
     report = Report(args.out)
