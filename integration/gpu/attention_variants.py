@@ -191,6 +191,7 @@ _WINDOW_BOUNDS = """            if USE_WINDOW:
                                        tile_end)
 """
 _MASKED_LOOP_END = "\n        if PROBE or not FUSED:\n"
+_SEGMENT_LOOP = "    for seg in range(seg_begin, seg_end, SEGMENT_STRIDE):\n"
 
 
 def _window_middle_unmasked() -> list[tuple[str, str]]:
@@ -277,6 +278,26 @@ VARIANTS: dict[str, tuple] = {
     "3 stages": ([], True, {"num_stages": 3}),
     "4 stages": ([], True, {"num_stages": 4}),
     "upper bound: identity pages": ([(_PAGE_LOAD, "                    page = (key_pos // PAGE_SIZE).to(tl.int64)\n")], False),
+    # prefill launches in config.prefill_config's tiles (what a deployment runs): what the segment loop costs
+    "prefill tiles": ([], True, {"prefill_fused": True}),
+    "prefill tiles, segments of 16384 (other bits)": ([], False, {"prefill_fused": True, "segment": 16384}),
+    "prefill tiles, segment loop flattened": (
+        [(_SEGMENT_LOOP, _SEGMENT_LOOP.replace("range(seg_begin, seg_end, SEGMENT_STRIDE)",
+                                               "tl.range(seg_begin, seg_end, SEGMENT_STRIDE, flatten=True)"))],
+        True, {"prefill_fused": True}),
+    "prefill tiles, 128 rows, 8 warps": ([], True, {"prefill_fused": True, **_M128}),
+    "prefill tiles, 128 rows, 8 warps, 2 stages": ([], True, {"prefill_fused": True, **_M128, "num_stages": 2}),
+    "prefill tiles, segments of 1024 (other bits)": ([], False, {"prefill_fused": True, "segment": 1024}),
+    "prefill tiles, segments of 2048 (other bits)": ([], False, {"prefill_fused": True, "segment": 2048}),
+    "segments of 1024 (other bits)": ([], False, {"segment": 1024}),
+    "segments of 2048 (other bits)": ([], False, {"segment": 2048}),
+    "prefill tiles, 8 warps": ([], True, {"prefill_fused": True, "num_warps": 8}),
+    "prefill tiles, 8 warps, 2 stages": ([], True, {"prefill_fused": True, "num_warps": 8, "num_stages": 2}),
+    "prefill tiles, 8 warps, 4 stages": ([], True, {"prefill_fused": True, "num_warps": 8, "num_stages": 4}),
+    "prefill tiles, 16 warps": ([], True, {"prefill_fused": True, "num_warps": 16}),
+    "prefill tiles, 16 warps, 2 stages": ([], True, {"prefill_fused": True, "num_warps": 16, "num_stages": 2}),
+    "prefill tiles, 32 rows": ([], True, {"prefill_fused": True, "block_m": 32}),
+    "prefill tiles, window middle tiles unmasked": (_window_middle_unmasked(), True, {"prefill_fused": True}),
     "upper bound: no combine": ([("    if not fused:\n        pdl = dependent_launch.enabled(out)\n", "    if False:\n        pdl = False\n")],
                                 False),
 }
@@ -323,6 +344,8 @@ def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int, pa
         fold = dataclasses.replace(fold, block_m=heads, head_blocks=-(-config.queries_per_kv // heads),
                                    num_warps=min(8, max(1, heads * next_power_of_two(head_dim) // 64)))
     if fields.pop("prefill_fused", False) and mode == "prefill":
+        if "block_m" in fields:
+            fields["block_q"] = fields["block_m"] // config.group
         return dataclasses.replace(prefill_config(config, head_dim, page), **fields), "fused", None
     return variant_config(config, fields, path), path, fold if path == "split" else None
 
@@ -411,6 +434,7 @@ def main() -> int:
     ap.add_argument("--decode-batches", default="1,4,16",
                     help="batches of the decode cases, e.g. 16,64 (a batch-64 step is where decode tiles' padding rows cost most)")
     ap.add_argument("--decode-only", action="store_true", help="leave out the prefill cases")
+    ap.add_argument("--prefill-only", action="store_true", help="leave out the decode cases")
     ap.add_argument("--decode-contexts", default="1024,8192", help="KV lengths of the decode cases, e.g. 1024,32768")
     ap.add_argument("--page", type=int, default=None,
                     help="page size (default: vLLM's block size with vosti, 64 on CUDA; 16 for --cpu-smoke)")
@@ -447,6 +471,8 @@ def main() -> int:
     t0 = time.time()
     page = args.page or (16 if smoke else 64)  # 64: vLLM's block size with vosti on CUDA
     chosen = cases(smoke, device, dtype, args.geometry, decode_batches, args.decode_only, decode_contexts)
+    if args.prefill_only:
+        chosen = [c for c in chosen if c[3] == "prefill"]
     for case, requests, max_model_len, mode, path, window in chosen:
         batch = build_paged_batch(requests, page_size=page, seed=7)
         heads, dim = batch.q.shape[1], batch.q.shape[2]

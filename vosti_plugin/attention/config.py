@@ -210,14 +210,16 @@ def fused_prefill_from(dtype: torch.dtype, queries_per_kv: int) -> int:
 
 def prefill_config(config: AttentionLaunchConfig, head_dim: int, page_size: int) -> AttentionLaunchConfig:
     """The fused prefill launch of a config. Where a KV tile is a page: the config's tiles with K/V read by TMA
-    descriptor loads in a 3-stage pipeline. H100, session 40 (results/h100-s40, a 2048-token chunk at 8K / 16K):
-    Llama-3.1-8B 0.85x / 0.81x the time of the 128-row pointer tiles below, Gemma-3-4B's global layers 0.88x / 0.87x,
-    window layers 0.96x; the pointer loads in 3 stages are slower (1.27x), 4 stages gain nothing over 3.
+    descriptor loads in a 3-stage pipeline, 2 stages above head dim 128. H100, session 40 (results/h100-s40, a
+    2048-token chunk at 8K / 16K): Llama-3.1-8B 0.85x / 0.81x the time of the 128-row pointer tiles below, Gemma-3-4B's
+    global layers 0.88x / 0.87x, window layers 0.96x; the pointer loads in 3 stages are slower (1.27x), 4 stages gain
+    nothing over 3. Session 41 (results/h100-s41): at head dim 256 (8 warps, 255 registers) 2 stages take 0.91-0.92x
+    the time of 3 on Gemma-3-4B's global layers and 0.96x on its window layers (fewer spills).
     Else tiles of twice the rows on twice the warps (each warp keeps the rows it holds in the config's tiles, so a
     row sum reduces in the same tree) where that stays within 8 warps and the head dim is at most 128 (head dim
     256 spills in 128-row tiles: results/cpu-sm90-static); else the config."""
     if page_size == config.block_n:
-        return dataclasses.replace(config, kv_tma=True, num_stages=3)
+        return dataclasses.replace(config, kv_tma=True, num_stages=2 if head_dim > 128 else 3)
     warps = config.num_warps * 2
     if head_dim > 128 or warps > 8:
         return config
