@@ -38,7 +38,7 @@ def test_prefill_reads_kv_by_tma_in_the_config_tiles_where_a_tile_is_a_page(head
     config = select_config(head_dim, q_heads, kv_heads, page, dtype)
     assert config.block_n == page and not config.kv_tma
     p = prefill_config(config, head_dim, page)
-    assert p.kv_tma and p.num_stages == 3
+    assert p.kv_tma and p.num_stages == (2 if head_dim > 128 else 3)   # head dim 256 spills less on 2 stages
     assert (p.block_m, p.block_q, p.num_warps, p.block_n, p.segment) == \
         (config.block_m, config.block_q, config.num_warps, config.block_n, config.segment)
     assert not fold_config(config, head_dim).kv_tma
