@@ -213,7 +213,20 @@ def test_tma_launch_runs_the_tma_kernel_alone(monkeypatch, split_k):
     a, w, _ = _operands(5, 100, 48, 200, with_bias=False)
     config = matmul.MatmulConfig(block_m=64, block_n=32, block_k=32, split_k=split_k, num_stages=1)
     matmul.launch_matmul_tma(a, w.t(), None, torch.empty(100, 48), config)
-    assert ran == [(2, 2)]
+    assert ran == [(2, 2, 1)]
+
+
+@pytest.mark.parametrize("split_k", [1, 3])
+def test_tma_launch_walks_row_tiles_in_groups_and_keeps_every_row(monkeypatch, split_k):
+    """38 row tiles: groups of 16, 16 and 6 (the last group's other programs return at once); every row equals
+    the decode path's."""
+    ran = _spy_on_kernel(monkeypatch, "mm_tall_tma_kernel")
+    M, N, K = 600, 48, 200
+    a, w, bias = _operands(9, M, N, K, with_bias=True)
+    config = matmul.MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=split_k, num_stages=1)
+    got = matmul.launch_matmul_tma(a, w.t(), bias, torch.empty(M, N), config)
+    assert ran == [(matmul.TALL_GROUP_ROW_TILES, 2, 3)]
+    assert torch.equal(_bits(got), _bits(_current(a, w, bias, config)))
 
 
 def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
@@ -230,11 +243,18 @@ def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
         assert smem <= 227 * 1024, f"{N}x{K}: {smem} bytes of shared memory"
 
 
+_TMA_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "HAS_BIAS": True, "DOT_PRECISION": "tf32", "SPLIT_K": 4,
+               "GROUP_M": 16}
+
+
 @pytest.mark.parametrize("kernel, old, new, config", [
     ("mm_tall_kernel", "(k0 + BLOCK_K) % K_PER_SPLIT == 0", "(k0 + BLOCK_K) % M == 0",
      {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128, "HAS_BIAS": True, "DOT_PRECISION": "tf32"}),
-    ("mm_tall_tma_kernel", "for s in range(0, SPLIT_K):", "for s in range(0, SPLIT_K - M % 2):",
-     {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "HAS_BIAS": True, "DOT_PRECISION": "tf32", "SPLIT_K": 4}),
+    ("mm_tall_tma_kernel", "for s in range(0, SPLIT_K):", "for s in range(0, SPLIT_K - M % 2):", _TMA_CONFIG),
+    # groups that overlap (two programs write a row tile, another is never written) and a last row tile skipped
+    ("mm_tall_tma_kernel", "tl.program_id(2) * GROUP_M + tl.program_id(0)",
+     "tl.program_id(2) * (GROUP_M - 1) + tl.program_id(0)", _TMA_CONFIG),
+    ("mm_tall_tma_kernel", "if pid_m * BLOCK_M >= M:", "if pid_m * BLOCK_M >= M - 1:", _TMA_CONFIG),
 ])
 def test_verifier_proves_a_tall_kernel_and_refuses_an_m_dependent_split(kernel, old, new, config):
     import inspect

@@ -325,13 +325,13 @@ _I32 = 2 ** 31
 _INT32_OFFSETS = tuple(c.format(S=S, I=_I32) for S in "LR" for c in (
     "(K - 1) * {S}.stride_ak < {I}", "(K - 1) * {S}.stride_bk + (N - 1) * {S}.stride_bn < {I}",
     "(N - 1) * {S}.stride_cn < {I}"))
-def _row_goal(a: str, b: str, same: tuple[str, ...], across: tuple[str, ...] = ()):
+def _row_goal(a: str, b: str, same: tuple[str, ...], across: tuple[str, ...] = (), witness: dict | None = None):
     """Row x of an M-row launch equals the one-row launch's row, given equal a rows, b and bias (with
     `across`, also when the two launches' tiles differ in those constexprs)."""
     return goal("row_invariance", same=same,
                 pre=_ROW_PRE + (f"L.{a}[x, :] == R.{a}[0, :]", f"L.{b}[:, :] == R.{b}[:, :]",
                                 "L.bias_ptr[:] == R.bias_ptr[:]"),
-                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",), across=across)
+                post=("L.c_ptr[x, :] == R.c_ptr[0, :]",), across=across, witness=witness)
 
 
 _SPLIT_ROWS_INT32 = tuple(f"SPLIT_K * {S}.M < {_I32}" for S in "LR")  # split * M is formed in int32
@@ -527,8 +527,17 @@ def mm_tall_kernel(
              total.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
+# Tall TMA launches walk their tiles in groups of GROUP_M row tiles: program (i, n, g) computes row tile
+# g * GROUP_M + i and column tile n, so the programs in flight (row tile fastest) share a column tile of W and a
+# group's rows of a in L2. A launch of up to GROUP_M row tiles (2048 rows) runs the one-group order of a 2D grid;
+# at 16384 rows, ungrouped, a's 128 MB went through L2 once per column tile: integration/gpu/tall_variants.py on
+# the H100 (results/h100-s41) took 1.9-2.1x cuBLAS's time there, grouped by 8 1.1-1.3x, every row bit-equal.
+TALL_GROUP_ROW_TILES = 16
+
+
 # Relational contract: row x of an M-row launch equals the one-row launch's row (as mm_tall_kernel's).
-# Why: a_desc.load([pid_m * BLOCK_M, k0]) is rows pid_m * BLOCK_M + i of a at columns k0 + j, zero past M or K
+# Why: row x is computed by program (x // BLOCK_M % GROUP_M, n, x // BLOCK_M // GROUP_M) (the witness);
+# a_desc.load([pid_m * BLOCK_M, k0]) is rows pid_m * BLOCK_M + i of a at columns k0 + j, zero past M or K
 # (TMA's fill); row x's accumulators run over s = 0 .. SPLIT_K - 1 and, in each, k0 = s * K_PER_SPLIT,
 # + BLOCK_K, ... < min((s + 1) * K_PER_SPLIT, K) in order, none of which sees M. total = ((0 + acc_0) +
 # acc_1) + ... as the combine kernel sums the partials (split 1: the one accumulator itself, like
@@ -539,8 +548,10 @@ def mm_tall_kernel(
             "b_desc": tensor_descriptor(("N", "K"), ("K", 1), ("BLOCK_N", "BLOCK_K")),
             "bias_ptr": tensor(("N",), (1,)),
             "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
-    grid=("cdiv(M, BLOCK_M)", "cdiv(N, BLOCK_N)"),
-    verif=[_row_goal("a_desc", "b_desc", same=("N", "K", "K_PER_SPLIT"))],
+    grid=("min(GROUP_M, cdiv(M, BLOCK_M))", "cdiv(N, BLOCK_N)", "cdiv(cdiv(M, BLOCK_M), GROUP_M)"),
+    verif=[_row_goal("a_desc", "b_desc", same=("N", "K", "K_PER_SPLIT"), witness={
+        S: {"pid0": "e0 // BLOCK_M % GROUP_M", "pid1": "e1 // BLOCK_N", "pid2": "e0 // BLOCK_M // GROUP_M"}
+        for S in "LR"})],
     bounds=_INT32_OFFSETS[2:3] + _INT32_OFFSETS[5:6],
 )
 @triton.jit(do_not_specialize=["M"], **_jit_options)
@@ -550,13 +561,15 @@ def mm_tall_tma_kernel(
     stride_cm, stride_cn,
     HAS_BIAS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, GROUP_M: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
 ):
     if PDL:
         tl.extra.cuda.gdc_wait()
-    pid_m = tl.program_id(0)
+    pid_m = tl.program_id(2) * GROUP_M + tl.program_id(0)
     pid_n = tl.program_id(1)
+    if pid_m * BLOCK_M >= M:   # the last group's row tiles past M
+        return
     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if SPLIT_K == 1:
         for k0 in range(0, K, BLOCK_K):
@@ -691,8 +704,8 @@ def launch_matmul_tma(
     out: torch.Tensor,
     config: MatmulConfig,
 ) -> torch.Tensor:
-    """launch_matmul's product by mm_tall_tma_kernel, one program per tile; a and b must pass
-    `_tma_operands`."""
+    """launch_matmul's product by mm_tall_tma_kernel, one program per tile, row tiles in groups of
+    TALL_GROUP_ROW_TILES; a and b must pass `_tma_operands`."""
     M, K = a.shape
     N = b.shape[1]
     _check_operands(a, b, bias, out)
@@ -704,17 +717,20 @@ def launch_matmul_tma(
         bias = bias.contiguous()
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    tiles = (triton.cdiv(M, config.block_m), triton.cdiv(N, config.block_n))
+    row_tiles = triton.cdiv(M, config.block_m)
+    tiles = (min(TALL_GROUP_ROW_TILES, row_tiles), triton.cdiv(N, config.block_n),
+             triton.cdiv(row_tiles, TALL_GROUP_ROW_TILES))
     precision = _dot_precision(a.dtype)
     pdl = dependent_launch.enabled(out)
     guard.check(mm_tall_tma_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
-                SPLIT_K=config.split_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k)
+                SPLIT_K=config.split_k, GROUP_M=TALL_GROUP_ROW_TILES, BLOCK_M=config.block_m,
+                BLOCK_N=config.block_n, BLOCK_K=config.block_k)
     mm_tall_tma_kernel[tiles](
         TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
         TensorDescriptor.from_tensor(b.t(), [config.block_n, config.block_k]),
         bias if bias is not None else out, out,
         M, N, K, config.k_per_split(K), out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k,
+        HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k, GROUP_M=TALL_GROUP_ROW_TILES,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
         num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
     )
@@ -846,7 +862,7 @@ def verifier_catalog() -> list[dict]:
             tall += [({**base, "HAS_BIAS": hb}, fam) for hb in (False, True)]
     for cfg, dtype in [(tma_config(cfg, dtype), dtype) for cfg, dtype in cfgs]:
         base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
-                "DOT_PRECISION": _dot_precision(dtype), "SPLIT_K": cfg.split_k}
+                "DOT_PRECISION": _dot_precision(dtype), "SPLIT_K": cfg.split_k, "GROUP_M": TALL_GROUP_ROW_TILES}
         tma += [({**base, "HAS_BIAS": hb}, dataclasses.asdict(cfg)) for hb in (False, True)]
     combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": _COMBINE_BLOCK_M, "BLOCK_N": _COMBINE_BLOCK_N},
                 fam) for c, fam in split for hb in (False, True)]
