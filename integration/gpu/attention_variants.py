@@ -154,8 +154,8 @@ def _whole_loop(**options) -> list[tuple[str, str]]:
 # A KV tile that is one page (PAGE_SIZE == BLOCK_N: vosti's default page of 64 on CUDA; --page for the CPU smoke): one
 # block-table entry per tile and a scalar page base added to in-tile offsets, where the shipped loops look up a page and
 # form a 64-bit address per key. The same keys, so the same bits where the page is a tile (these edits assume it).
-# H100, session 33 (results/h100-s33): offsets formed once before the loops stay live across them (Llama spills
-# 22 -> 60 B) and cost Llama's fused prefill and decode 10-12 %, Gemma's global layers 6-11 %; formed in each
+# H100, session 33 (`git show 160788e:integration/results/h100-s33/README.md`): offsets formed once before the
+# loops stay live across them (Llama spills 22 -> 60 B) and cost Llama's fused prefill and decode 10-12 %, Gemma's global layers 6-11 %; formed in each
 # iteration, -3 % (Llama's split prefill) to +13 %; only Gemma's window layers gain (1-13 %) either way.
 _TILE_OFFSETS_BEFORE = "    block_table_row = block_table_ptr + seq.to(tl.int64) * stride_bt\n"
 

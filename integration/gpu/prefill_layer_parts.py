@@ -76,7 +76,7 @@ def main() -> int:
     elif not torch.cuda.is_available():
         print("FAIL: no CUDA device")
         return 1
-    from vosti_plugin.attention.config import select_config
+    from vosti_plugin.attention.config import prefill_config, select_config
     from vosti_plugin.attention.paged_attention import paged_attention
     from vosti_plugin.attention.kv_write import write_kv
     from vosti_plugin.ops.activation import gelu_tanh_and_mul, silu_and_mul
@@ -111,9 +111,12 @@ def main() -> int:
     cfg = select_config(d, hq, hkv, args.page_size, dt)
     kinds = {"global": None} if window is None else {"window": window[0], "global": None}
 
+    fused_cfg = prefill_config(cfg, d, args.page_size)   # what a deployment's prefill steps launch
+
     def attend(w, path):
-        paged_attention(q, k_cache, v_cache, block_table, seq_lens, qsl, out, scale=d ** -0.5, config=cfg,
-                        sliding_window=w, max_seqlen_k=seq_len, path=path)
+        paged_attention(q, k_cache, v_cache, block_table, seq_lens, qsl, out, scale=d ** -0.5,
+                        config=fused_cfg if path == "fused" else cfg, sliding_window=w, max_seqlen_k=seq_len,
+                        path=path)
 
     attention = {}
     for kind, w in kinds.items():
