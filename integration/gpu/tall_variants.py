@@ -119,34 +119,19 @@ def tma_kernel(a_desc, w_desc, c_ptr, M, N, K, K_PER_SPLIT, stride_cm,
 
 
 @triton.jit
-def tma_loop_kernel(a_desc, w_desc, c_ptr, M, N, K, K_PER_SPLIT, stride_cm,
-                    NUM_SPLITS: tl.constexpr, GROUP_M: tl.constexpr, ONE_LOOP: tl.constexpr,
-                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Splits as a runtime outer loop (ONE_LOOP=False) or one K loop that closes a split at its last block."""
-    pid_m, pid_n = _tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+def _split_sums_one_loop(a_desc, w_desc, pid_m, pid_n, K, K_PER_SPLIT,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A tile's sum of split partials in one K loop that closes a split at its last block."""
     total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if ONE_LOOP:
-        for k0 in range(0, K, BLOCK_K):
-            a = a_desc.load([pid_m * BLOCK_M, k0])
-            w = w_desc.load([pid_n * BLOCK_N, k0])
-            acc = tl.dot(a, w.T, acc)
-            if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):
-                total += acc
-                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    else:
-        for s in range(0, NUM_SPLITS):
-            k_end = tl.minimum((s + 1) * K_PER_SPLIT, K)
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for k0 in range(s * K_PER_SPLIT, k_end, BLOCK_K):
-                a = a_desc.load([pid_m * BLOCK_M, k0])
-                w = w_desc.load([pid_n * BLOCK_N, k0])
-                acc = tl.dot(a, w.T, acc)
+    for k0 in range(0, K, BLOCK_K):
+        a = a_desc.load([pid_m * BLOCK_M, k0])
+        w = w_desc.load([pid_n * BLOCK_N, k0])
+        acc = tl.dot(a, w.T, acc)
+        if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):
             total += acc
-    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], total.to(c_ptr.dtype.element_ty),
-             mask=(rows < M)[:, None] & (cols < N)[None, :])
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    return total
 
 
 @triton.jit
@@ -167,14 +152,7 @@ def persistent_kernel(a_desc, w_desc, c_ptr, c_desc, M, N, K, K_PER_SPLIT, strid
                 acc = tl.dot(a, w.T, acc)
             total = acc
         else:
-            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for k0 in range(0, K, BLOCK_K):
-                a = a_desc.load([pid_m * BLOCK_M, k0])
-                w = w_desc.load([pid_n * BLOCK_N, k0])
-                acc = tl.dot(a, w.T, acc)
-                if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):
-                    total += acc
-                    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            total = _split_sums_one_loop(a_desc, w_desc, pid_m, pid_n, K, K_PER_SPLIT, BLOCK_M, BLOCK_N, BLOCK_K)
         if C_DESC:
             c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], total.to(c_desc.dtype))
         else:
@@ -209,11 +187,6 @@ def _launcher(variant, cfg, a, w, out):
                     C_DESC=c_desc is not None)
         return lambda: persistent_kernel[(programs,)](a_desc, w_desc, out, c_desc, M, N, K, kps, out.stride(0),
                                                       **meta)
-    if loads in ("tma-nested", "tma-one-loop"):
-        if cfg.split_k == 1:
-            return None
-        meta["ONE_LOOP"] = loads == "tma-one-loop"
-        return lambda: tma_loop_kernel[grid](a_desc, w_desc, out, M, N, K, kps, out.stride(0), **meta)
     return lambda: tma_kernel[grid](a_desc, w_desc, out, M, N, K, kps, out.stride(0), **meta)
 
 
