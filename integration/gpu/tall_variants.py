@@ -50,6 +50,11 @@ VARIANTS = {
     "pers-ws g8 128x256x64 s3": ("pers-ws", 8, 128, 256, 64, 8, 3),
     "pers-tmastore g8 128x128x64 s4": ("pers-flat-cdesc", 8, 128, 128, 64, 8, 4),
     "pers-tmastore g8 128x256x64 s3": ("pers-flat-cdesc", 8, 128, 256, 64, 8, 3),
+    # persistent along rows only: program (p, n) walks row tiles p, p + P, ... of column tile n (P x column tiles
+    # about one wave); its writer of a row is linear in the program ids, so the verifier proves it today with a
+    # witness (the tile loop over any M is what `pers` lacks)
+    "rows-pers 128x128x64 s4": ("rows-pers", 0, 128, 128, 64, 8, 4),
+    "rows-pers 128x256x64 s3": ("rows-pers", 0, 128, 256, 64, 8, 3),
 }
 CONTROL = ("ptr", 0, 128, 128, 64, 8, 3)  # run with split 1 on split shapes: other partial-sum boundaries must differ
 
@@ -162,6 +167,27 @@ def persistent_kernel(a_desc, w_desc, c_ptr, c_desc, M, N, K, K_PER_SPLIT, strid
                      mask=(rows < M)[:, None] & (cols < N)[None, :])
 
 
+@triton.jit
+def row_persistent_kernel(a_desc, w_desc, c_ptr, M, N, K, K_PER_SPLIT, stride_cm,
+                          NUM_SPLITS: tl.constexpr, ROW_PROGRAMS: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Program (p, n) computes row tiles p, p + ROW_PROGRAMS, ... of column tile n."""
+    pid_n = tl.program_id(1)
+    for tile_m in tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), ROW_PROGRAMS, flatten=True):
+        if NUM_SPLITS == 1:
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                a = a_desc.load([tile_m * BLOCK_M, k0])
+                w = w_desc.load([pid_n * BLOCK_N, k0])
+                total = tl.dot(a, w.T, total)
+        else:
+            total = _split_sums_one_loop(a_desc, w_desc, tile_m, pid_n, K, K_PER_SPLIT, BLOCK_M, BLOCK_N, BLOCK_K)
+        rows = (tile_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+        cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], total.to(c_ptr.dtype.element_ty),
+                 mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+
 def _launcher(variant, cfg, a, w, out):
     """A no-argument launch of `variant` computing out = a @ w^T with cfg's K order (None if it cannot apply)."""
     loads, group_m, bm, bn, bk, warps, stages = variant
@@ -179,6 +205,14 @@ def _launcher(variant, cfg, a, w, out):
 
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     w_desc = TensorDescriptor.from_tensor(w, [bn, bk])
+    if loads == "rows-pers":
+        sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 2
+        row_tiles, col_tiles = triton.cdiv(M, bm), triton.cdiv(N, bn)
+        programs = max(1, min(row_tiles, sms // col_tiles))
+        meta = dict(NUM_SPLITS=cfg.split_k, ROW_PROGRAMS=programs, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                    num_warps=warps, num_stages=stages)
+        return lambda: row_persistent_kernel[(programs, col_tiles)](a_desc, w_desc, out, M, N, K, kps,
+                                                                    out.stride(0), **meta)
     if loads.startswith("pers"):
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 2
         programs = min(sms, grid[0])
@@ -286,7 +320,8 @@ def _use_cpu_smoke() -> None:
     M_VALUES = (40,)
     DTYPE, DEVICE = torch.float32, "cpu"
     VARIANTS = {"ptr 2d 32x32x32": ("ptr", 0, 32, 32, 32, 4, 1), "ptr g2 16x32x32": ("ptr", 2, 16, 32, 32, 4, 1),
-                "pers g2 16x32x32": ("pers-flat-cdesc", 2, 16, 32, 32, 4, 1)}
+                "pers g2 16x32x32": ("pers-flat-cdesc", 2, 16, 32, 32, 4, 1),
+                "rows-pers 16x32x32": ("rows-pers", 0, 16, 32, 32, 4, 1)}
     _config = lambda N, K: MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=3 if K >= 96 else 1,  # noqa: E731
                                         num_stages=1)
 
