@@ -1,6 +1,7 @@
 """A GEMM whose programs walk row tiles (program (p, n) computes row tiles p, p + P, ... of column tile n, the
 shape of integration/gpu/tall_variants.py's `rows-pers` variant): the verifier proves its row invariance with a
 witness naming each row's program and loop iteration, and refuses walks that overlap or stop a tile early."""
+import dataclasses
 import textwrap
 
 import pytest
@@ -41,8 +42,36 @@ CONFIG = {"ROW_PROGRAMS": 4, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}
 LOOP = "tl.range(tl.program_id(0), tl.cdiv(M, BLOCK_M), ROW_PROGRAMS, flatten=True)"
 
 
-def test_a_row_tile_walk_is_proved():
-    assert verify_kernel(SOURCE, SPEC, CONFIG).status == "proved"
+# the split form the split configs need: one K loop that adds a split's partial to the total at its last block
+_ONE_SPLIT_LOOP = """        for k0 in range(0, K, BLOCK_K):
+            a = a_desc.load([tile_m * BLOCK_M, k0])
+            b = b_desc.load([pid_n * BLOCK_N, k0])
+            total = tl.dot(a, b.T, total)
+"""
+_SPLITS_LOOP = """        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            a = a_desc.load([tile_m * BLOCK_M, k0])
+            b = b_desc.load([pid_n * BLOCK_N, k0])
+            acc = tl.dot(a, b.T, acc)
+            if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):
+                total += acc
+                acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+"""
+SPLIT_SOURCE = SOURCE.replace(_ONE_SPLIT_LOOP, _SPLITS_LOOP).replace("M, N, K, stride_cm",
+                                                                     "M, N, K, K_PER_SPLIT, stride_cm")
+SPLIT_SPEC = dataclasses.replace(SPEC, verif=tuple(dataclasses.replace(g, same=g.same + ("K_PER_SPLIT",))
+                                                   for g in SPEC.verif))
+
+
+@pytest.mark.parametrize("source, spec", [(SOURCE, SPEC), (SPLIT_SOURCE, SPLIT_SPEC)], ids=["one split", "splits"])
+def test_a_row_tile_walk_is_proved(source, spec):
+    assert verify_kernel(source, spec, CONFIG).status == "proved"
+
+
+def test_a_split_boundary_that_follows_m_is_refused():
+    assert _SPLITS_LOOP in SPLIT_SOURCE and "K_PER_SPLIT, stride_cm" in SPLIT_SOURCE
+    mutant = SPLIT_SOURCE.replace("(k0 + BLOCK_K) % K_PER_SPLIT == 0", "(k0 + BLOCK_K) % M == 0")
+    assert verify_kernel(mutant, SPLIT_SPEC, CONFIG).status == "failed"
 
 
 @pytest.mark.parametrize("loop", [
