@@ -155,8 +155,9 @@ def _whole_loop(**options) -> list[tuple[str, str]]:
 # block-table entry per tile and a scalar page base added to in-tile offsets, where the shipped loops look up a page and
 # form a 64-bit address per key. The same keys, so the same bits where the page is a tile (these edits assume it).
 # H100, session 33 (`git show 160788e:integration/results/h100-s33/README.md`): offsets formed once before the
-# loops stay live across them (Llama spills 22 -> 60 B) and cost Llama's fused prefill and decode 10-12 %, Gemma's global layers 6-11 %; formed in each
-# iteration, -3 % (Llama's split prefill) to +13 %; only Gemma's window layers gain (1-13 %) either way.
+# loops stay live across them (Llama spills 22 -> 60 B) and cost Llama's fused prefill and decode 10-12 %, Gemma's
+# global layers 6-11 %; formed in each iteration, -3 % (Llama's split prefill) to +13 %; only Gemma's window layers
+# gain (1-13 %) either way.
 _TILE_OFFSETS_BEFORE = "    block_table_row = block_table_ptr + seq.to(tl.int64) * stride_bt\n"
 
 
@@ -344,9 +345,7 @@ def variant_launch(config, fields: dict, path: str, mode: str, head_dim: int, pa
         fold = dataclasses.replace(fold, block_m=heads, head_blocks=-(-config.queries_per_kv // heads),
                                    num_warps=min(8, max(1, heads * next_power_of_two(head_dim) // 64)))
     if fields.pop("prefill_fused", False) and mode == "prefill":
-        if "block_m" in fields:
-            fields["block_q"] = fields["block_m"] // config.group
-        return dataclasses.replace(prefill_config(config, head_dim, page), **fields), "fused", None
+        return variant_config(prefill_config(config, head_dim, page), fields, "fused"), "fused", None
     return variant_config(config, fields, path), path, fold if path == "split" else None
 
 
