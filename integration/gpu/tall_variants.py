@@ -331,11 +331,17 @@ def main() -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--budget-s", type=float, default=240)
     ap.add_argument("--m", default="", help="activation rows, comma-separated (default: 1024,4096)")
+    ap.add_argument("--variants", default="", help="comma-separated variant names to run (default: all)")
     ap.add_argument("--cpu-smoke", action="store_true")
     args = ap.parse_args()
-    global M_VALUES
+    global M_VALUES, VARIANTS
     if args.m and not args.cpu_smoke:
         M_VALUES = tuple(int(m) for m in args.m.split(","))
+    if args.variants and not args.cpu_smoke:
+        unknown = [n for n in args.variants.split(",") if n not in VARIANTS]
+        if unknown:
+            ap.error(f"unknown variants {unknown}; known: {list(VARIANTS)}")
+        VARIANTS = {n: VARIANTS[n] for n in args.variants.split(",")}
     if not device_ready(args.cpu_smoke, _use_cpu_smoke):
         return 1
     report = Report(args.out)
