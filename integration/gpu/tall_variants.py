@@ -55,6 +55,14 @@ VARIANTS = {
     # witness (the tile loop over any M is what `pers` lacks)
     "rows-pers 128x128x64 s4": ("rows-pers", 0, 128, 128, 64, 8, 4),
     "rows-pers 128x256x64 s3": ("rows-pers", 0, 128, 256, 64, 8, 3),
+    # persistent along columns: program (q, m) walks column tiles q, q + Q, ... of row tile m (Q = SMs // row
+    # tiles), so the programs in flight share a few column tiles of W; linear in the program ids like rows-pers.
+    # "chunked": launches of at most 2048 rows (16 row tiles) each
+    "cols-pers 128x256x64 s3": ("cols-pers", 0, 128, 256, 64, 8, 3),
+    "cols-pers 128x128x64 s4": ("cols-pers", 0, 128, 128, 64, 8, 4),
+    "cols-pers chunked 128x256x64 s3": ("cols-pers-chunked", 0, 128, 256, 64, 8, 3),
+    "cols-pers chunked 128x128x64 s4": ("cols-pers-chunked", 0, 128, 128, 64, 8, 4),
+    "cols-pers tmastore 128x256x64 s3": ("cols-pers-cdesc", 0, 128, 256, 64, 8, 3),
 }
 CONTROL = ("ptr", 0, 128, 128, 64, 8, 3)  # run with split 1 on split shapes: other partial-sum boundaries must differ
 
@@ -188,6 +196,55 @@ def row_persistent_kernel(a_desc, w_desc, c_ptr, M, N, K, K_PER_SPLIT, stride_cm
                  mask=(rows < M)[:, None] & (cols < N)[None, :])
 
 
+@triton.jit
+def col_persistent_kernel(a_desc, w_desc, c_ptr, c_desc, M, N, K, K_PER_SPLIT, stride_cm,
+                          NUM_SPLITS: tl.constexpr, COL_PROGRAMS: tl.constexpr, C_DESC: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """Program (q, m) computes column tiles q, q + COL_PROGRAMS, ... of row tile m."""
+    pid_m = tl.program_id(1)
+    for tile_n in tl.range(tl.program_id(0), tl.cdiv(N, BLOCK_N), COL_PROGRAMS, flatten=True):
+        if NUM_SPLITS == 1:
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                a = a_desc.load([pid_m * BLOCK_M, k0])
+                w = w_desc.load([tile_n * BLOCK_N, k0])
+                total = tl.dot(a, w.T, total)
+        else:
+            total = _split_sums_one_loop(a_desc, w_desc, pid_m, tile_n, K, K_PER_SPLIT, BLOCK_M, BLOCK_N, BLOCK_K)
+        if C_DESC:
+            c_desc.store([pid_m * BLOCK_M, tile_n * BLOCK_N], total.to(c_desc.dtype))
+        else:
+            rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+            cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], total.to(c_ptr.dtype.element_ty),
+                     mask=(rows < M)[:, None] & (cols < N)[None, :])
+
+
+def _col_persistent_launch(a, w, out, cfg, kps, bm, bn, bk, warps, stages, c_desc_store, chunk_rows):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 2
+    M, K = a.shape
+    N = w.shape[0]
+    launches = []
+    w_desc = TensorDescriptor.from_tensor(w, [bn, bk])
+    for m0 in range(0, M, chunk_rows or M):
+        rows = a[m0:m0 + (chunk_rows or M)]
+        c_rows = out[m0:m0 + rows.shape[0]]
+        row_tiles = triton.cdiv(rows.shape[0], bm)
+        programs = max(1, min(triton.cdiv(N, bn), sms // row_tiles))
+        launches.append(((programs, row_tiles), TensorDescriptor.from_tensor(rows, [bm, bk]), c_rows,
+                         TensorDescriptor.from_tensor(c_rows, [bm, bn]) if c_desc_store else None, programs))
+    meta = dict(NUM_SPLITS=cfg.split_k, C_DESC=c_desc_store, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                num_warps=warps, num_stages=stages)
+
+    def launch():
+        for grid, a_desc, c_rows, c_desc, programs in launches:
+            col_persistent_kernel[grid](a_desc, w_desc, c_rows, c_desc, c_rows.shape[0], N, K, kps,
+                                        c_rows.stride(0), COL_PROGRAMS=programs, **meta)
+    return launch
+
+
 def _launcher(variant, cfg, a, w, out):
     """A no-argument launch of `variant` computing out = a @ w^T with cfg's K order (None if it cannot apply)."""
     loads, group_m, bm, bn, bk, warps, stages = variant
@@ -205,6 +262,9 @@ def _launcher(variant, cfg, a, w, out):
 
     a_desc = TensorDescriptor.from_tensor(a, [bm, bk])
     w_desc = TensorDescriptor.from_tensor(w, [bn, bk])
+    if loads.startswith("cols-pers"):
+        return _col_persistent_launch(a, w, out, cfg, kps, bm, bn, bk, warps, stages, "cdesc" in loads,
+                                      2048 if "chunked" in loads else 0)
     if loads == "rows-pers":
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 2
         row_tiles, col_tiles = triton.cdiv(M, bm), triton.cdiv(N, bn)
@@ -321,7 +381,8 @@ def _use_cpu_smoke() -> None:
     DTYPE, DEVICE = torch.float32, "cpu"
     VARIANTS = {"ptr 2d 32x32x32": ("ptr", 0, 32, 32, 32, 4, 1), "ptr g2 16x32x32": ("ptr", 2, 16, 32, 32, 4, 1),
                 "pers g2 16x32x32": ("pers-flat-cdesc", 2, 16, 32, 32, 4, 1),
-                "rows-pers 16x32x32": ("rows-pers", 0, 16, 32, 32, 4, 1)}
+                "rows-pers 16x32x32": ("rows-pers", 0, 16, 32, 32, 4, 1),
+                "cols-pers 16x32x32": ("cols-pers", 0, 16, 32, 32, 4, 1)}
     _config = lambda N, K: MatmulConfig(block_m=16, block_n=32, block_k=32, split_k=3 if K >= 96 else 1,  # noqa: E731
                                         num_stages=1)
 
