@@ -15,7 +15,8 @@ from vosti_plugin.verifier.frontend import DEPENDENCY_WAIT_FLAG, kernel_from_fun
 # every kernel a decode or prefill step launches (the sampler's kernels run once a step, after the lm_head)
 STEP_KERNELS = {"rms_norm_kernel", "norm_add_rms_norm_kernel", "act_and_mul_kernel", "mm_kernel",
                 "mm_splitk_partial_kernel", "splitk_combine_kernel", "mm_tall_kernel", "mm_tall_tma_kernel",
-                "_write_kv_kernel", "_paged_attention_segments_kernel", "_combine_segments_kernel"}
+                "mm_tall_tma_cols_kernel", "_write_kv_kernel", "_paged_attention_segments_kernel",
+                "_combine_segments_kernel"}
 
 
 def test_tensors_off_a_cuda_device_launch_without_it(monkeypatch):

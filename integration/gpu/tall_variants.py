@@ -308,7 +308,7 @@ def run(report: Report, deadline: float) -> bool:
     gen = torch.Generator(device=DEVICE).manual_seed(0)
     rows, failures = [], []
     names = list(VARIANTS)
-    print(f"{'gemm':16s} {'M':>5s} {'split':>5s} {'plugin':>8s} {'p-tma':>8s} {'cuBLAS':>8s} " + " ".join(f"{n[:22]:>22s}" for n in names))
+    print(f"{'gemm':16s} {'M':>5s} {'split':>5s} {'plugin':>8s} {'p-tma':>8s} {'p-grp':>8s} {'cuBLAS':>8s} " + " ".join(f"{n[:22]:>22s}" for n in names))
     for (N, K), gemm in SHAPES.items():
         cfg = _config(N, K)
         w = (torch.randn(N, K, generator=gen, device=DEVICE) / math.sqrt(K)).to(DTYPE)
@@ -334,6 +334,15 @@ def run(report: Report, deadline: float) -> bool:
                 row["plugin_tma_bits_equal"] = bool(torch.equal(_bits(tall_out), _bits(ref)))
                 if not row["plugin_tma_bits_equal"]:
                     failures.append(f"{gemm} M={M}: launch_matmul_tma differs from the decode path")
+                os.environ["VOSTI_TMA_COLS_GEMM"] = "0"   # one program a tile throughout
+                try:
+                    tall_out.zero_()
+                    tma()
+                    row["plugin_tma_groups_us"] = _time_us(tma)
+                    if not torch.equal(_bits(tall_out), _bits(ref)):
+                        failures.append(f"{gemm} M={M}: launch_matmul_tma without the column walk differs")
+                finally:
+                    del os.environ["VOSTI_TMA_COLS_GEMM"]
             for name in names:
                 out = torch.empty_like(ref)
                 try:
@@ -366,6 +375,7 @@ def run(report: Report, deadline: float) -> bool:
                 cells.append("—" if e is None else "ERR" if "error" in e else f"DIFF {e['bad_rows']}"
                              if e["bad_rows"] else f"{e['us']:.0f} ({e['us'] / row['cublas_us']:.2f}x)")
             print(f"{gemm:16s} {M:5d} {cfg.split_k:5d} {row['plugin_us']:8.0f} {row.get('plugin_tma_us', 0):8.0f} "
+                  f"{row.get('plugin_tma_groups_us', 0):8.0f} "
                   f"{row['cublas_us']:8.0f} "
                   + " ".join(f"{c:>22s}" for c in cells), flush=True)
             del a, ref

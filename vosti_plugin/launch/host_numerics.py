@@ -29,6 +29,7 @@ from typing import Callable
 import torch
 
 from vosti_plugin.launch.facts import LaunchFacts
+from vosti_plugin.ops.gemm_rows import TALL_TILE_ROWS
 
 __all__ = ["OBLIGATION", "HostNumericsResult", "ProbeResult", "check_in_worker", "describe_failure", "failure_of",
            "run_self_test"]
@@ -119,6 +120,10 @@ _TALL_PROBE_ROWS = 384
 _TALL_PROBE = "/tall vs decode"
 TALL_FIX = ("set VOSTI_TALL_GEMM=0: prefill GEMMs then run the decode tiles, whose rows are lane-invariant here "
             "(slower prefill, the same guarantee); and report this GPU, driver and Triton version")
+_TALL_COLS_PROBE = "/tall column walk vs decode"
+TALL_COLS_FIX = ("set VOSTI_TMA_COLS_GEMM=0: whole 2048-row chunks of prefill GEMMs then run one program a tile, "
+                 "whose rows the probe checks too (slower prefill, the same guarantee); and report this GPU, driver "
+                 "and Triton version")
 _MID_PROBE = "/mid vs decode"
 MID_FIX = ("set VOSTI_MID_GEMM=0: GEMMs of 64 to 255 rows then run the decode tiles, whose rows are lane-invariant "
            "here (slower batched decode, the same guarantee); and report this GPU, driver and Triton version")
@@ -174,6 +179,11 @@ def _matmul_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
             tall = partial(op, launch=matmul.launch_tall)
             probes.append(_rows_probe(f"matmul/{layer}{_TALL_PROBE} (K={k})", tall, k, _TALL_PROBE_ROWS, dtype,
                                       device, seed=200 + i, alone_op=op))
+            if device == "cuda" and matmul.tma_path_on() and matmul.tma_cols_on():
+                # a whole chunk of the column-walking TMA kernel (its own tiles) and three rows past it
+                probes.append(_rows_probe(f"matmul/{layer}{_TALL_COLS_PROBE} (K={k})", tall, k,
+                                          matmul.TALL_COL_ROW_TILES * TALL_TILE_ROWS, dtype, device,
+                                          seed=200 + i, alone_op=op))
     return probes
 
 
@@ -315,7 +325,7 @@ def failure_of(result: HostNumericsResult):
     from vosti_plugin.launch.obligations import Failure
 
     failed = [p for p in result.probes if not p.ok]
-    for probe, fix in ((_TALL_PROBE, TALL_FIX), (_MID_PROBE, MID_FIX)):
+    for probe, fix in ((_TALL_PROBE, TALL_FIX), (_TALL_COLS_PROBE, TALL_COLS_FIX), (_MID_PROBE, MID_FIX)):
         if failed and all(probe in p.name for p in failed):
             return Failure(OBLIGATION, describe_failure(result), fix)
     for probe, fix in _SWITCH_FIXES:

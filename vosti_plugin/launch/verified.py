@@ -31,7 +31,8 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
                                                prefill_config)
     from vosti_plugin.attention.config import select_config as attention_config
     from vosti_plugin.ops.matmul import (MID_MIN_ROWS, TALL_MIN_ROWS, mid_config, mid_path_on, tall_config,
-                                         tall_path_on, tma_config, tma_path_on)
+                                         tall_path_on, tma_cols_config, tma_cols_on, tma_config,
+                                         tma_path_on)
     from vosti_plugin.ops.matmul import select_config as matmul_config
 
     dtype = getattr(torch, f.dtype)
@@ -52,7 +53,11 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
             if tall_path_on(TALL_MIN_ROWS, dtype):   # prefill-sized GEMMs launch these too
                 configs[f"matmul/{name}/tall"] = {"N": n, "K": k, **dataclasses.asdict(tall_config(config, dtype))}
                 if tma_path_on():
-                    configs[f"matmul/{name}/tma"] = {"N": n, "K": k, **dataclasses.asdict(tma_config(config, dtype))}
+                    tma = tma_config(config, dtype)
+                    configs[f"matmul/{name}/tma"] = {"N": n, "K": k, **dataclasses.asdict(tma)}
+                    if tma_cols_on():
+                        configs[f"matmul/{name}/tma-cols"] = {"N": n, "K": k,
+                                                              **dataclasses.asdict(tma_cols_config(tma, dtype))}
     return configs
 
 

@@ -54,6 +54,8 @@ __all__ = [
     "select_config",
     "tall_config",
     "tall_path_on",
+    "tma_cols_config",
+    "tma_cols_on",
     "tma_config",
     "tma_path_on",
 ]
@@ -276,6 +278,20 @@ def tma_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
     if granule % _TMA_B16["block_k"]:
         raise ValueError(f"TMA block_k {_TMA_B16['block_k']} does not divide the split granule {granule}")
     return dataclasses.replace(config, split_block_k=granule, **_TMA_B16)
+
+
+def tma_cols_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
+    """mm_tall_tma_cols_kernel's tiles for the TMA config `config`: its own, or 256 columns wide where a tile
+    holds one accumulator (split 1, 16-bit). The K order (block_k, splits) stays."""
+    if config.split_k > 1 or dtype == torch.float32:
+        return config
+    return dataclasses.replace(config, block_n=256, num_stages=3)
+
+
+def tma_cols_on() -> bool:
+    """Whether whole 2048-row chunks of tall TMA launches take mm_tall_tma_cols_kernel: yes unless
+    VOSTI_TMA_COLS_GEMM=0 (then mm_tall_tma_kernel, the same bits)."""
+    return os.environ.get("VOSTI_TMA_COLS_GEMM", "") != "0"
 
 
 def tma_path_on() -> bool:
@@ -595,6 +611,68 @@ def mm_tall_tma_kernel(
              total.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & col_ok[None, :])
 
 
+# Tall TMA launches of whole 2048-row chunks (COL_ROW_TILES row tiles) take mm_tall_tma_cols_kernel: program
+# (q, m) computes column tiles q, q + COL_PROGRAMS, ... of row tile m, so the 128 programs of a chunk run as one
+# wave, each starting its next tile's loads while it stores the last, and the programs in flight share
+# COL_PROGRAMS column tiles of W in L2 (integration/gpu/tall_variants.py, `cols-pers` variants).
+TALL_COL_PROGRAMS = 8
+TALL_COL_ROW_TILES = 16
+
+
+# Relational contract: row x of an M-row launch equals the one-row launch's row (as mm_tall_tma_kernel's).
+# Why: row x's column tile n is computed by program (n % COL_PROGRAMS, x // BLOCK_M) in its loop iteration
+# tile_n = n (the witness); each tile's K loop is the one below, whose splits close at k0 + BLOCK_K a multiple of
+# K_PER_SPLIT or at K: total = ((0 + acc_0) + acc_1) + ... in split order, none of which sees M.
+@contract(
+    params={"a_desc": tensor_descriptor(("M", "K"), ("K", 1), ("BLOCK_M", "BLOCK_K")),
+            "b_desc": tensor_descriptor(("N", "K"), ("K", 1), ("BLOCK_N", "BLOCK_K")),
+            "bias_ptr": tensor(("N",), (1,)),
+            "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
+    grid=("COL_PROGRAMS", "cdiv(M, BLOCK_M)"),
+    verif=[_row_goal("a_desc", "b_desc", same=("N", "K", "K_PER_SPLIT"), witness={
+        S: {"pid0": "e1 // BLOCK_N % COL_PROGRAMS", "pid1": "e0 // BLOCK_M", "tile_n": "e1 // BLOCK_N"}
+        for S in "LR"})],
+    bounds=_INT32_OFFSETS[2:3] + _INT32_OFFSETS[5:6],
+)
+@triton.jit(do_not_specialize=["M"], **_jit_options)
+def mm_tall_tma_cols_kernel(
+    a_desc, b_desc, bias_ptr, c_ptr,
+    M, N, K, K_PER_SPLIT,
+    stride_cm, stride_cn,
+    HAS_BIAS: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    SPLIT_K: tl.constexpr, COL_PROGRAMS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
+):
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+    pid_m = tl.program_id(1)
+    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    for tile_n in tl.range(tl.program_id(0), tl.cdiv(N, BLOCK_N), COL_PROGRAMS, flatten=True):
+        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        if SPLIT_K == 1:
+            for k0 in range(0, K, BLOCK_K):
+                a = a_desc.load([pid_m * BLOCK_M, k0])
+                b = b_desc.load([tile_n * BLOCK_N, k0])
+                total = tl.dot(a, b.T, total, input_precision=DOT_PRECISION)
+        else:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in range(0, K, BLOCK_K):
+                a = a_desc.load([pid_m * BLOCK_M, k0])
+                b = b_desc.load([tile_n * BLOCK_N, k0])
+                acc = tl.dot(a, b.T, acc, input_precision=DOT_PRECISION)
+                if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):
+                    total += acc
+                    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        col_ok = cols < N
+        if HAS_BIAS:
+            bias = tl.load(bias_ptr + cols, mask=col_ok, other=0.0)
+            total = total + bias.to(tl.float32)[None, :]
+        tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn,
+                 total.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & col_ok[None, :])
+
+
 _COMBINE_BLOCK_M = 16
 _COMBINE_BLOCK_N = 128
 _SPLIT_WORKSPACE_ELEMS = 1 << 28  # 1 GiB of fp32 partials at most
@@ -704,8 +782,9 @@ def launch_matmul_tma(
     out: torch.Tensor,
     config: MatmulConfig,
 ) -> torch.Tensor:
-    """launch_matmul's product by mm_tall_tma_kernel, one program per tile, row tiles in groups of
-    TALL_GROUP_ROW_TILES; a and b must pass `_tma_operands`."""
+    """launch_matmul's product through TMA descriptor loads: whole chunks of TALL_COL_ROW_TILES row tiles by
+    mm_tall_tma_cols_kernel (in `tma_cols_config`'s tiles), the rest by mm_tall_tma_kernel (one program per tile,
+    row tiles in groups of TALL_GROUP_ROW_TILES); a and b must pass `_tma_operands`."""
     M, K = a.shape
     N = b.shape[1]
     _check_operands(a, b, bias, out)
@@ -715,8 +794,40 @@ def launch_matmul_tma(
         return launch_matmul(a, b, bias, out, config)
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
+    chunk = TALL_COL_ROW_TILES * config.block_m
+    whole = M // chunk * chunk if tma_cols_on() else 0
+    for m0 in range(0, whole, chunk):
+        _launch_tma_cols(a[m0:m0 + chunk], b, bias, out[m0:m0 + chunk], tma_cols_config(config, a.dtype))
+    if whole < M:
+        _launch_tma_groups(a[whole:], b, bias, out[whole:], config)
+    return out
+
+
+def _launch_tma_cols(a, b, bias, out, config: MatmulConfig) -> None:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
+    grid = (TALL_COL_PROGRAMS, triton.cdiv(a.shape[0], config.block_m))
+    precision = _dot_precision(a.dtype)
+    pdl = dependent_launch.enabled(out)
+    guard.check(mm_tall_tma_cols_kernel, grid, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
+                SPLIT_K=config.split_k, COL_PROGRAMS=TALL_COL_PROGRAMS, BLOCK_M=config.block_m,
+                BLOCK_N=config.block_n, BLOCK_K=config.block_k)
+    mm_tall_tma_cols_kernel[grid](
+        TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
+        TensorDescriptor.from_tensor(b.t(), [config.block_n, config.block_k]),
+        bias if bias is not None else out, out,
+        a.shape[0], b.shape[1], a.shape[1], config.k_per_split(a.shape[1]), out.stride(0), out.stride(1),
+        HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k, COL_PROGRAMS=TALL_COL_PROGRAMS,
+        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
+        num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
+    )
+
+
+def _launch_tma_groups(a, b, bias, out, config: MatmulConfig) -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = a.shape
+    N = b.shape[1]
     row_tiles = triton.cdiv(M, config.block_m)
     tiles = (min(TALL_GROUP_ROW_TILES, row_tiles), triton.cdiv(N, config.block_n),
              triton.cdiv(row_tiles, TALL_GROUP_ROW_TILES))
@@ -734,7 +845,6 @@ def launch_matmul_tma(
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
         num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
     )
-    return out
 
 
 def launch_matmul_tall(
@@ -849,7 +959,7 @@ def verifier_catalog() -> list[dict]:
     cfgs += [(rule_config(4096, 4096, torch.float32), torch.float32)]
     cfgs += [pair for pair in rule_configs() if pair not in cfgs]
     mids = _unique([(mid_config(cfg), dtype) for cfg, dtype in cfgs if mid_config(cfg) != cfg])
-    plain, split, tall, tma = [], [], [], []
+    plain, split, tall, tma, cols = [], [], [], [], []
     for cfg, dtype in cfgs + mids + [(tall_config(cfg, dtype), dtype) for cfg, dtype in cfgs]:
         fam = dataclasses.asdict(cfg)
         base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
@@ -864,6 +974,10 @@ def verifier_catalog() -> list[dict]:
         base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                 "DOT_PRECISION": _dot_precision(dtype), "SPLIT_K": cfg.split_k, "GROUP_M": TALL_GROUP_ROW_TILES}
         tma += [({**base, "HAS_BIAS": hb}, dataclasses.asdict(cfg)) for hb in (False, True)]
+        wide = tma_cols_config(cfg, dtype)
+        cols_base = {k: v for k, v in base.items() if k != "GROUP_M"}
+        cols += [({**cols_base, "BLOCK_N": wide.block_n, "COL_PROGRAMS": TALL_COL_PROGRAMS, "HAS_BIAS": hb},
+                  dataclasses.asdict(wide)) for hb in (False, True)]
     combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": _COMBINE_BLOCK_M, "BLOCK_N": _COMBINE_BLOCK_N},
                 fam) for c, fam in split for hb in (False, True)]
     # a split-1 config's tall and mid launches are mm_kernel again with bigger tiles: their rows against the
@@ -876,6 +990,7 @@ def verifier_catalog() -> list[dict]:
                      and c["BLOCK_K"] == cfg.block_k and c["DOT_PRECISION"] == _dot_precision(dtype)])
     entries = [{"family": "matmul", "kernel": k, "configs": _unique(c)} for k, c in (
         (mm_kernel, plain), (mm_splitk_partial_kernel, split), (mm_tall_kernel, tall), (mm_tall_tma_kernel, tma),
+        (mm_tall_tma_cols_kernel, cols),
         (splitk_combine_kernel, combine))]
     entries[0]["cross"] = cross
     return entries
