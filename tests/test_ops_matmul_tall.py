@@ -219,7 +219,8 @@ def test_tma_launch_runs_the_tma_kernel_alone(monkeypatch, split_k):
 @pytest.mark.parametrize("split_k", [1, 3])
 def test_tma_launch_walks_row_tiles_in_groups_and_keeps_every_row(monkeypatch, split_k):
     """38 row tiles: groups of 16, 16 and 6 (the last group's other programs return at once); every row equals
-    the decode path's."""
+    the decode path's (the column walk off: it would take the whole 256-row chunks)."""
+    monkeypatch.setenv("VOSTI_TMA_COLS_GEMM", "0")
     ran = _spy_on_kernel(monkeypatch, "mm_tall_tma_kernel")
     M, N, K = 600, 48, 200
     a, w, bias = _operands(9, M, N, K, with_bias=True)
