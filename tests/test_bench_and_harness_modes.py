@@ -11,7 +11,7 @@ from vosti_plugin.integration.harness import engine as harness_engine
 def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
     for name in ("VOSTI_TALL_GEMM", "VOSTI_TMA_GEMM", "VLLM_BATCH_INVARIANT", "VOSTI_SPLIT_WORKSPACE_SHARE",
                  "VOSTI_EAGER_STEP_GRID", "VOSTI_DECODE_TILE_ROWS", "VOSTI_ATTENTION_ROW_SUMS",
-                 "VOSTI_PREFILL_FUSED_FROM", "VOSTI_MID_GEMM",
+                 "VOSTI_PREFILL_FUSED_FROM", "VOSTI_MID_GEMM", "VOSTI_TMA_COLS_GEMM",
                  "VOSTI_DEPENDENT_LAUNCH"):   # set first so monkeypatch restores the original
         monkeypatch.setenv(name, "0")
         monkeypatch.delenv(name)
@@ -29,6 +29,7 @@ def test_bench_mode_sets_tall_gemm_only_for_vosti_tall(mode, monkeypatch):
                                                           "vosti-split-prefill": "0"}.get(mode)
     assert os.environ.get("VOSTI_MID_GEMM") == {"vosti-mid-gemm": "1", "vosti-no-mid-gemm": "0"}.get(mode)
     assert os.environ.get("VOSTI_DEPENDENT_LAUNCH") == ("1" if mode == "vosti-pdl" else None)
+    assert os.environ.get("VOSTI_TMA_COLS_GEMM") == ("0" if mode == "vosti-tma-groups" else None)
     kw = bench_modes.engine_kwargs(mode)
     assert (kw.get("attention_backend") == "vosti") == mode.startswith("vosti")
 

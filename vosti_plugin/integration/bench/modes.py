@@ -7,6 +7,8 @@ import os
 # vosti-tall: vosti's defaults with the tall GEMM path on (VOSTI_TALL_GEMM=1) for launches of 256+ rows.
 # vosti-tma: vosti's defaults with tall launches through the TMA kernel (VOSTI_TMA_GEMM=1, the default).
 # vosti-pointer: tall launches through the pointer kernels (VOSTI_TMA_GEMM=0).
+# vosti-tma-groups: tall TMA launches one program a tile throughout, whole 2048-row chunks too
+# (VOSTI_TMA_COLS_GEMM=0; by default those walk column tiles).
 # vosti-nostretch: the split-KV workspace never grows past 2 GiB (VOSTI_SPLIT_WORKSPACE_SHARE=0), as before it could.
 # vosti-step-grid: eager steps size the attention grid from the step's longest sequence (VOSTI_EAGER_STEP_GRID=1,
 # the default); vosti-model-grid: every step's grid covers max_model_len (VOSTI_EAGER_STEP_GRID=0), as before.
@@ -21,7 +23,8 @@ import os
 # vosti-mid-gemm: GEMMs of 64 to 255 rows in 64-row tiles (VOSTI_MID_GEMM=1, the default); vosti-no-mid-gemm:
 # in the decode tiles (VOSTI_MID_GEMM=0), as before.
 # vosti-pdl: kernels launched with programmatic dependent launch (VOSTI_DEPENDENT_LAUNCH=1; off by default).
-MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-nostretch",
+MODES = ("vosti", "vosti-sync", "vosti-async", "vosti-tall", "vosti-tma", "vosti-pointer", "vosti-tma-groups",
+         "vosti-nostretch",
          "vosti-step-grid", "vosti-model-grid", "vosti-decode16", "vosti-dot16", "vosti-sum64", "vosti-fused-prefill",
          "vosti-split-prefill",
          "vosti-mid-gemm", "vosti-no-mid-gemm", "vosti-pdl", "default", "bi")
@@ -42,6 +45,8 @@ def prepare_environment(mode: str) -> None:
         os.environ["VOSTI_TMA_GEMM"] = "1"
     if mode == "vosti-pointer":
         os.environ["VOSTI_TMA_GEMM"] = "0"
+    if mode == "vosti-tma-groups":
+        os.environ["VOSTI_TMA_COLS_GEMM"] = "0"
     if mode == "vosti-nostretch":
         os.environ["VOSTI_SPLIT_WORKSPACE_SHARE"] = "0"
     if mode in _ATTENTION_ROWS:
