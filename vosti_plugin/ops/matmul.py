@@ -11,7 +11,9 @@ order with bigger row/column tiles, all splits of a tile summed inside one progr
 prefill GEMMs skip the fp32 workspace and the second launch. On by default for 16-bit GEMMs (the H200 check
 found its rows equal to the split + combine rows bit for bit); VOSTI_TALL_GEMM=0 turns it off, =1 turns it
 on for fp32 too. Tall launches of row-major, 16-byte aligned operands on sm90+ take mm_tall_tma_kernel (TMA
-descriptor loads, its own tiles, the same splits); VOSTI_TMA_GEMM=0 keeps them on the pointer kernels.
+descriptor loads, its own tiles, the same splits), whose whole 2048-row chunks take mm_tall_tma_cols_kernel
+(each program walks column tiles of one row tile; VOSTI_TMA_COLS_GEMM=0 keeps them on one program a tile);
+VOSTI_TMA_GEMM=0 keeps them on the pointer kernels.
 
 Mid path, on unless VOSTI_MID_GEMM=0: launches of MID_MIN_ROWS rows up to the tall path's take the decode
 config in 64-row tiles (`mid_config`), which read the weight a quarter as often as 16-row decode tiles.
