@@ -176,9 +176,10 @@ for step in $STEPS; do
     gemm-block-m)   # decode GEMMs in 16-row activation tiles (mma.sync, a third CTA per SM) beside 64-row ones: bits vs the tall path, time (#18)
       timeout 330 python3 integration/gpu/decode_gemm_sweep.py --out "$R/gemm-block-m" --block-m 16,64 --m ${GEMM_M:-1,4,16} \
         --budget-s ${GEMM_BUDGET_S:-200} > "$R/gemm-block-m.log" 2>&1; log "gemm-block-m rc=$? $(tail -1 "$R/gemm-block-m.log")" ;;
-    tall-variants)   # prefill GEMM kernel variants against the decode path's bits and cuBLAS (#20); TALL_M: rows
+    tall-variants)   # prefill GEMM kernel variants against the decode path's bits and cuBLAS (#20); TALL_M: rows,
+      # TALL_VARIANTS: which (comma-separated names; default all)
       timeout 300 python3 integration/gpu/tall_variants.py --out "$R/tall-variants/summary.json" --budget-s 240 \
-        --m ${TALL_M:-2048,16384} \
+        --m ${TALL_M:-2048,16384} ${TALL_VARIANTS:+--variants "$TALL_VARIANTS"} \
         > "$R/tall-variants.log" 2>&1; log "tall-variants rc=$? $(tail -1 "$R/tall-variants.log")" ;;
     prefill-seq)   # a prefill forward's GEMMs back to back, host cost included: TMA, pointer, old module, cuBLAS
       timeout 200 python3 integration/gpu/prefill_gemm_sequence.py --out "$R/prefill-seq/summary.json" \
