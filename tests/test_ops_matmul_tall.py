@@ -230,15 +230,14 @@ def test_tma_launch_walks_row_tiles_in_groups_and_keeps_every_row(monkeypatch, s
     assert torch.equal(_bits(got), _bits(_current(a, w, bias, config)))
 
 
-@pytest.mark.parametrize("split_k", [1, 3])
-def test_tma_launch_walks_columns_in_whole_chunks_and_keeps_every_row(monkeypatch, split_k):
+def test_tma_launch_walks_columns_in_whole_chunks_and_keeps_every_row(monkeypatch):
     """Two whole chunks of TALL_COL_ROW_TILES row tiles go to the column-walking kernel (each program walks column
     tiles q, q + TALL_COL_PROGRAMS, ...: 12 column tiles over 8 programs), the five rows past them to the grouped
     kernel; every row equals the decode path's."""
     monkeypatch.delenv("VOSTI_TMA_COLS_GEMM", raising=False)
     cols, groups = _spy_on_kernel(monkeypatch, "mm_tall_tma_cols_kernel"), _spy_on_kernel(monkeypatch,
                                                                                          "mm_tall_tma_kernel")
-    config = matmul.MatmulConfig(block_m=4, block_n=8, block_k=32, split_k=split_k, num_stages=1)
+    config = matmul.MatmulConfig(block_m=4, block_n=8, block_k=32, split_k=1, num_stages=1)
     chunk = matmul.TALL_COL_ROW_TILES * config.block_m
     M, N, K = 2 * chunk + 5, 12 * config.block_n - 3, 200
     a, w, bias = _operands(11, M, N, K, with_bias=True)
@@ -246,6 +245,20 @@ def test_tma_launch_walks_columns_in_whole_chunks_and_keeps_every_row(monkeypatc
     assert cols == [(matmul.TALL_COL_PROGRAMS, matmul.TALL_COL_ROW_TILES)] * 2
     assert groups == [(2, 12, 1)]
     assert torch.equal(_bits(got), _bits(_current(a, w, bias, config)))
+
+
+def test_split_tma_launches_run_one_program_a_tile_in_whole_chunks_too(monkeypatch):
+    monkeypatch.delenv("VOSTI_TMA_COLS_GEMM", raising=False)
+    cols, groups = _spy_on_kernel(monkeypatch, "mm_tall_tma_cols_kernel"), _spy_on_kernel(monkeypatch,
+                                                                                         "mm_tall_tma_kernel")
+    config = matmul.MatmulConfig(block_m=4, block_n=8, block_k=32, split_k=3, num_stages=1)
+    M = matmul.TALL_COL_ROW_TILES * config.block_m
+    a, w, _ = _operands(13, M, 20, 200, with_bias=False)
+    got = matmul.launch_matmul_tma(a, w.t(), None, torch.empty(M, 20), config)
+    assert cols == [] and groups == [(matmul.TALL_GROUP_ROW_TILES, 3, 1)]
+    assert torch.equal(_bits(got), _bits(_current(a, w, None, config)))
+    with pytest.raises(ValueError, match="split 1 only"):
+        matmul.tma_cols_config(config, torch.bfloat16)
 
 
 def test_tma_launch_without_the_column_walk_runs_one_program_a_tile(monkeypatch):
@@ -263,10 +276,10 @@ def test_the_column_walk_tiles_keep_the_k_order():
     for (N, K, dtype_name), config in matmul.CATALOG.items():
         dtype = getattr(torch, dtype_name)
         tma = matmul.tma_config(config, dtype)
+        if tma.split_k > 1:
+            continue
         wide = matmul.tma_cols_config(tma, dtype)
-        assert (wide.block_m, wide.block_k, wide.split_k, wide.k_per_split(K)) == \
-            (tma.block_m, tma.block_k, tma.split_k, tma.k_per_split(K))
-        assert wide.block_n == (256 if config.split_k == 1 else tma.block_n)
+        assert (wide.block_m, wide.block_k, wide.split_k, wide.block_n) == (tma.block_m, tma.block_k, 1, 256)
         assert (wide.block_m + wide.block_n) * wide.block_k * 2 * wide.num_stages <= 227 * 1024
 
 
@@ -286,7 +299,8 @@ def test_tall_configs_keep_the_k_order_and_fit_in_shared_memory():
 
 _TMA_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "HAS_BIAS": True, "DOT_PRECISION": "tf32", "SPLIT_K": 4,
                "GROUP_M": 16}
-_COLS_CONFIG = {**{k: v for k, v in _TMA_CONFIG.items() if k != "GROUP_M"}, "COL_PROGRAMS": 8}
+_COLS_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "HAS_BIAS": True, "DOT_PRECISION": "tf32",
+                "COL_PROGRAMS": 8}
 
 
 @pytest.mark.parametrize("kernel, old, new, config", [
@@ -297,11 +311,12 @@ _COLS_CONFIG = {**{k: v for k, v in _TMA_CONFIG.items() if k != "GROUP_M"}, "COL
     ("mm_tall_tma_kernel", "tl.program_id(2) * GROUP_M + tl.program_id(0)",
      "tl.program_id(2) * (GROUP_M - 1) + tl.program_id(0)", _TMA_CONFIG),
     ("mm_tall_tma_kernel", "if pid_m * BLOCK_M >= M:", "if pid_m * BLOCK_M >= M - 1:", _TMA_CONFIG),
-    # column walks that overlap or leave the last column tile, and a split boundary that follows M
+    # column walks that overlap or leave the last column tile, and a K loop whose start follows M
     ("mm_tall_tma_cols_kernel", "COL_PROGRAMS, flatten=True", "COL_PROGRAMS - 1, flatten=True", _COLS_CONFIG),
     ("mm_tall_tma_cols_kernel", "tl.cdiv(N, BLOCK_N), COL_PROGRAMS", "tl.cdiv(N, BLOCK_N) - 1, COL_PROGRAMS",
      _COLS_CONFIG),
-    ("mm_tall_tma_cols_kernel", "(k0 + BLOCK_K) % K_PER_SPLIT == 0", "(k0 + BLOCK_K) % M == 0", _COLS_CONFIG),
+    ("mm_tall_tma_cols_kernel", "for k0 in range(0, K, BLOCK_K):", "for k0 in range(M % 2 * BLOCK_K, K, BLOCK_K):",
+     _COLS_CONFIG),
 ])
 def test_verifier_proves_a_tall_kernel_and_refuses_an_m_dependent_split(kernel, old, new, config):
     import inspect

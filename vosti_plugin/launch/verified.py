@@ -55,7 +55,7 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
                 if tma_path_on():
                     tma = tma_config(config, dtype)
                     configs[f"matmul/{name}/tma"] = {"N": n, "K": k, **dataclasses.asdict(tma)}
-                    if tma_cols_on():
+                    if tma_cols_on() and tma.split_k == 1:
                         configs[f"matmul/{name}/tma-cols"] = {"N": n, "K": k,
                                                               **dataclasses.asdict(tma_cols_config(tma, dtype))}
     return configs

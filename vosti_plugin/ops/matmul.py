@@ -283,9 +283,11 @@ def tma_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
 
 
 def tma_cols_config(config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig:
-    """mm_tall_tma_cols_kernel's tiles for the TMA config `config`: its own, or 256 columns wide where a tile
-    holds one accumulator (split 1, 16-bit). The K order (block_k, splits) stays."""
-    if config.split_k > 1 or dtype == torch.float32:
+    """mm_tall_tma_cols_kernel's tiles for the split-1 TMA config `config`: 256 columns wide (16-bit; fp32 keeps
+    the interpreter's tiles). The K order (block_k) stays."""
+    if config.split_k > 1:
+        raise ValueError("the column-walking TMA kernel holds one accumulator a tile: split 1 only")
+    if dtype == torch.float32:
         return config
     return dataclasses.replace(config, block_n=256, num_stages=3)
 
@@ -613,25 +615,26 @@ def mm_tall_tma_kernel(
              total.to(c_ptr.dtype.element_ty), mask=(rows < M)[:, None] & col_ok[None, :])
 
 
-# Tall TMA launches of whole 2048-row chunks (COL_ROW_TILES row tiles) take mm_tall_tma_cols_kernel: program
-# (q, m) computes column tiles q, q + COL_PROGRAMS, ... of row tile m, so the 128 programs of a chunk run as one
-# wave, each starting its next tile's loads while it stores the last, and the programs in flight share
-# COL_PROGRAMS column tiles of W in L2 (integration/gpu/tall_variants.py, `cols-pers` variants).
+# Tall TMA launches of one accumulator a tile (split 1) take mm_tall_tma_cols_kernel for their whole chunks of
+# COL_ROW_TILES row tiles (2048 rows): program (q, m) computes column tiles q, q + COL_PROGRAMS, ... of row tile m
+# in 128 x 256 tiles, so a chunk's 128 programs run as one wave, each loading its next tile while it stores the
+# last, and the programs in flight share COL_PROGRAMS column tiles of W in L2 (integration/gpu/tall_variants.py,
+# `cols-pers` variants). Split tiles hold two accumulators, stay 128 x 128 and one program a tile.
 TALL_COL_PROGRAMS = 8
 TALL_COL_ROW_TILES = 16
 
 
 # Relational contract: row x of an M-row launch equals the one-row launch's row (as mm_tall_tma_kernel's).
 # Why: row x's column tile n is computed by program (n % COL_PROGRAMS, x // BLOCK_M) in its loop iteration
-# tile_n = n (the witness); each tile's K loop is the one below, whose splits close at k0 + BLOCK_K a multiple of
-# K_PER_SPLIT or at K: total = ((0 + acc_0) + acc_1) + ... in split order, none of which sees M.
+# tile_n = n (the witness); each tile's K loop runs k0 = 0, BLOCK_K, ... < K in order into one accumulator that
+# starts at 0, none of which sees M; then + bias and one cast.
 @contract(
     params={"a_desc": tensor_descriptor(("M", "K"), ("K", 1), ("BLOCK_M", "BLOCK_K")),
             "b_desc": tensor_descriptor(("N", "K"), ("K", 1), ("BLOCK_N", "BLOCK_K")),
             "bias_ptr": tensor(("N",), (1,)),
             "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
     grid=("COL_PROGRAMS", "cdiv(M, BLOCK_M)"),
-    verif=[_row_goal("a_desc", "b_desc", same=("N", "K", "K_PER_SPLIT"), witness={
+    verif=[_row_goal("a_desc", "b_desc", same=("N", "K"), witness={
         S: {"pid0": "e1 // BLOCK_N % COL_PROGRAMS", "pid1": "e0 // BLOCK_M", "tile_n": "e1 // BLOCK_N"}
         for S in "LR"})],
     bounds=_INT32_OFFSETS[2:3] + _INT32_OFFSETS[5:6],
@@ -639,11 +642,11 @@ TALL_COL_ROW_TILES = 16
 @triton.jit(do_not_specialize=["M"], **_jit_options)
 def mm_tall_tma_cols_kernel(
     a_desc, b_desc, bias_ptr, c_ptr,
-    M, N, K, K_PER_SPLIT,
+    M, N, K,
     stride_cm, stride_cn,
     HAS_BIAS: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
-    SPLIT_K: tl.constexpr, COL_PROGRAMS: tl.constexpr,
+    COL_PROGRAMS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr = False,
 ):
     if PDL:
@@ -652,20 +655,10 @@ def mm_tall_tma_cols_kernel(
     rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     for tile_n in tl.range(tl.program_id(0), tl.cdiv(N, BLOCK_N), COL_PROGRAMS, flatten=True):
         total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        if SPLIT_K == 1:
-            for k0 in range(0, K, BLOCK_K):
-                a = a_desc.load([pid_m * BLOCK_M, k0])
-                b = b_desc.load([tile_n * BLOCK_N, k0])
-                total = tl.dot(a, b.T, total, input_precision=DOT_PRECISION)
-        else:
-            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for k0 in range(0, K, BLOCK_K):
-                a = a_desc.load([pid_m * BLOCK_M, k0])
-                b = b_desc.load([tile_n * BLOCK_N, k0])
-                acc = tl.dot(a, b.T, acc, input_precision=DOT_PRECISION)
-                if ((k0 + BLOCK_K) % K_PER_SPLIT == 0) or (k0 + BLOCK_K >= K):
-                    total += acc
-                    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            a = a_desc.load([pid_m * BLOCK_M, k0])
+            b = b_desc.load([tile_n * BLOCK_N, k0])
+            total = tl.dot(a, b.T, total, input_precision=DOT_PRECISION)
         cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
         col_ok = cols < N
         if HAS_BIAS:
@@ -784,9 +777,9 @@ def launch_matmul_tma(
     out: torch.Tensor,
     config: MatmulConfig,
 ) -> torch.Tensor:
-    """launch_matmul's product through TMA descriptor loads: whole chunks of TALL_COL_ROW_TILES row tiles by
-    mm_tall_tma_cols_kernel (in `tma_cols_config`'s tiles), the rest by mm_tall_tma_kernel (one program per tile,
-    row tiles in groups of TALL_GROUP_ROW_TILES); a and b must pass `_tma_operands`."""
+    """launch_matmul's product through TMA descriptor loads: at split 1, whole chunks of TALL_COL_ROW_TILES row
+    tiles by mm_tall_tma_cols_kernel (in `tma_cols_config`'s tiles); the rest by mm_tall_tma_kernel (one program
+    per tile, row tiles in groups of TALL_GROUP_ROW_TILES). a and b must pass `_tma_operands`."""
     M, K = a.shape
     N = b.shape[1]
     _check_operands(a, b, bias, out)
@@ -797,7 +790,7 @@ def launch_matmul_tma(
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
     chunk = TALL_COL_ROW_TILES * config.block_m
-    whole = M // chunk * chunk if tma_cols_on() else 0
+    whole = M // chunk * chunk if config.split_k == 1 and tma_cols_on() else 0
     for m0 in range(0, whole, chunk):
         _launch_tma_cols(a[m0:m0 + chunk], b, bias, out[m0:m0 + chunk], tma_cols_config(config, a.dtype))
     if whole < M:
@@ -812,14 +805,14 @@ def _launch_tma_cols(a, b, bias, out, config: MatmulConfig) -> None:
     precision = _dot_precision(a.dtype)
     pdl = dependent_launch.enabled(out)
     guard.check(mm_tall_tma_cols_kernel, grid, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
-                SPLIT_K=config.split_k, COL_PROGRAMS=TALL_COL_PROGRAMS, BLOCK_M=config.block_m,
-                BLOCK_N=config.block_n, BLOCK_K=config.block_k)
+                COL_PROGRAMS=TALL_COL_PROGRAMS, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+                BLOCK_K=config.block_k)
     mm_tall_tma_cols_kernel[grid](
         TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
         TensorDescriptor.from_tensor(b.t(), [config.block_n, config.block_k]),
         bias if bias is not None else out, out,
-        a.shape[0], b.shape[1], a.shape[1], config.k_per_split(a.shape[1]), out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k, COL_PROGRAMS=TALL_COL_PROGRAMS,
+        a.shape[0], b.shape[1], a.shape[1], out.stride(0), out.stride(1),
+        HAS_BIAS=bias is not None, DOT_PRECISION=precision, COL_PROGRAMS=TALL_COL_PROGRAMS,
         BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
         num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
     )
@@ -976,10 +969,11 @@ def verifier_catalog() -> list[dict]:
         base = {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n, "BLOCK_K": cfg.block_k,
                 "DOT_PRECISION": _dot_precision(dtype), "SPLIT_K": cfg.split_k, "GROUP_M": TALL_GROUP_ROW_TILES}
         tma += [({**base, "HAS_BIAS": hb}, dataclasses.asdict(cfg)) for hb in (False, True)]
-        wide = tma_cols_config(cfg, dtype)
-        cols_base = {k: v for k, v in base.items() if k != "GROUP_M"}
-        cols += [({**cols_base, "BLOCK_N": wide.block_n, "COL_PROGRAMS": TALL_COL_PROGRAMS, "HAS_BIAS": hb},
-                  dataclasses.asdict(wide)) for hb in (False, True)]
+        if cfg.split_k == 1:
+            wide = tma_cols_config(cfg, dtype)
+            cols += [({"BLOCK_M": wide.block_m, "BLOCK_N": wide.block_n, "BLOCK_K": wide.block_k,
+                       "DOT_PRECISION": _dot_precision(dtype), "COL_PROGRAMS": TALL_COL_PROGRAMS, "HAS_BIAS": hb},
+                      dataclasses.asdict(wide)) for hb in (False, True)]
     combine = [({"HAS_BIAS": hb, "SPLIT_K": c["SPLIT_K"], "BLOCK_M": _COMBINE_BLOCK_M, "BLOCK_N": _COMBINE_BLOCK_N},
                 fam) for c, fam in split for hb in (False, True)]
     # a split-1 config's tall and mid launches are mm_kernel again with bigger tiles: their rows against the
