@@ -313,3 +313,18 @@ def test_mid_rows_are_checked_against_the_decode_row(monkeypatch):
         assert_only_probe_refuses_under_tile_height_dot(monkeypatch, tiny_facts(), rows, mid, "set VOSTI_MID_GEMM=0")
     finally:
         host_numerics.clear_cache()
+
+
+@pytest.mark.parametrize("failed, fix", [
+    (("matmul/mlp.gate_up_proj/tall column walk vs decode (K=64)",), "VOSTI_TMA_COLS_GEMM=0"),
+    (("matmul/mlp.gate_up_proj/tall vs decode (K=64)",), "VOSTI_TALL_GEMM=0"),
+    (("matmul/mlp.gate_up_proj/tall column walk vs decode (K=64)", "matmul/qkv_proj/tall vs decode (K=64)"),
+     "host_numerics_check"),
+])
+def test_a_refusal_of_tall_probes_alone_names_their_switch(failed, fix):
+    """Probes of one tall path failing alone turn that path off; failures of both paths are the card's own."""
+    probes = tuple(host_numerics.ProbeResult(name, ("1 of 2 placements differ",)) for name in failed)
+    result = host_numerics.HostNumericsResult("cuda", "bfloat16", 0.1,
+                                              probes + (host_numerics.ProbeResult("rms_norm"),))
+    failure = host_numerics.failure_of(result)
+    assert fix in failure.fix and failed[0] in failure.reason

@@ -4,6 +4,7 @@ of the split + combine path; it is on by default for 16-bit GEMMs only, and VOST
 CPU runs the kernels through the Triton interpreter in fp32 (see conftest). Whether the H200's MMA keeps
 these bits across tile shapes is checked by integration/gpu/tall_gemm_check.py."""
 import dataclasses
+
 import pytest
 import torch
 from hypothesis import example, given, settings
@@ -232,19 +233,33 @@ def test_tma_launch_walks_row_tiles_in_groups_and_keeps_every_row(monkeypatch, s
 
 def test_tma_launch_walks_columns_in_whole_chunks_and_keeps_every_row(monkeypatch):
     """Two whole chunks of TALL_COL_ROW_TILES row tiles go to the column-walking kernel (each program walks column
-    tiles q, q + TALL_COL_PROGRAMS, ...: 12 column tiles over 8 programs), the five rows past them to the grouped
+    tiles q, q + TALL_COL_PROGRAMS, ...: 16 column tiles over 8 programs), the five rows past them to the grouped
     kernel; every row equals the decode path's."""
     monkeypatch.delenv("VOSTI_TMA_COLS_GEMM", raising=False)
     cols, groups = _spy_on_kernel(monkeypatch, "mm_tall_tma_cols_kernel"), _spy_on_kernel(monkeypatch,
                                                                                          "mm_tall_tma_kernel")
     config = matmul.MatmulConfig(block_m=4, block_n=8, block_k=32, split_k=1, num_stages=1)
     chunk = matmul.TALL_COL_ROW_TILES * config.block_m
-    M, N, K = 2 * chunk + 5, 12 * config.block_n - 3, 200
+    M, N, K = 2 * chunk + 5, 16 * config.block_n - 3, 200
     a, w, bias = _operands(11, M, N, K, with_bias=True)
     got = matmul.launch_matmul_tma(a, w.t(), bias, torch.empty(M, N), config)
     assert cols == [(matmul.TALL_COL_PROGRAMS, matmul.TALL_COL_ROW_TILES)] * 2
-    assert groups == [(2, 12, 1)]
+    assert groups == [(2, 16, 1)]
     assert torch.equal(_bits(got), _bits(_current(a, w, bias, config)))
+
+
+@pytest.mark.parametrize("col_tiles, walks", [(8, True), (16, True), (12, False), (10, False), (73, True),
+                                               (57, False)])
+def test_the_column_walk_takes_only_column_tiles_that_share_out_evenly(monkeypatch, col_tiles, walks):
+    """10 tiles over 8 programs leave the second round 1/4 busy (Gemma-3-4B's o_proj: slower than one program a
+    tile on the H100); 73 over 8 keep 91 % of the programs busy over the rounds, 57 over 8 only 89 %."""
+    monkeypatch.delenv("VOSTI_TMA_COLS_GEMM", raising=False)
+    config = matmul.tma_config(matmul.select_config(4096, 4096, torch.bfloat16), torch.bfloat16)
+    config = dataclasses.replace(config, split_k=1)
+    wide = matmul.tma_cols_path(col_tiles * 256 - 5, config, torch.bfloat16)
+    assert (wide is not None) == walks
+    if walks:
+        assert (wide.block_n, wide.block_k, wide.split_k) == (256, config.block_k, 1)
 
 
 def test_split_tma_launches_run_one_program_a_tile_in_whole_chunks_too(monkeypatch):

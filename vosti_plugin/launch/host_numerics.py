@@ -179,11 +179,16 @@ def _matmul_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
             tall = partial(op, launch=matmul.launch_tall)
             probes.append(_rows_probe(f"matmul/{layer}{_TALL_PROBE} (K={k})", tall, k, _TALL_PROBE_ROWS, dtype,
                                       device, seed=200 + i, alone_op=op))
-            if device == "cuda" and matmul.tma_path_on() and matmul.tma_cols_on():
-                # a whole chunk of the column-walking TMA kernel (its own tiles) and three rows past it
-                probes.append(_rows_probe(f"matmul/{layer}{_TALL_COLS_PROBE} (K={k})", tall, k,
+            cols = matmul.tma_cols_path(n, matmul.tma_config(config, dtype), dtype)
+            if device == "cuda" and matmul.tma_path_on() and cols is not None:
+                # a whole chunk of the column-walking TMA kernel and three rows past it, over one column tile a
+                # program (N narrowed to TALL_COL_PROGRAMS of its tiles, its residue kept)
+                n_cols = (matmul.TALL_COL_PROGRAMS - 1) * cols.block_n + (n % cols.block_n or cols.block_n)
+                b_cols = _randn(n_cols, k, seed=150 + i, dtype=dtype, device=device, scale=k ** -0.5).t()
+                probes.append(_rows_probe(f"matmul/{layer}{_TALL_COLS_PROBE} (K={k})",
+                                          partial(op, launch=matmul.launch_tall, b=b_cols), k,
                                           matmul.TALL_COL_ROW_TILES * TALL_TILE_ROWS, dtype, device,
-                                          seed=200 + i, alone_op=op))
+                                          seed=200 + i, alone_op=partial(op, b=b_cols)))
     return probes
 
 

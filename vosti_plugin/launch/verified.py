@@ -31,8 +31,7 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
                                                prefill_config)
     from vosti_plugin.attention.config import select_config as attention_config
     from vosti_plugin.ops.matmul import (MID_MIN_ROWS, TALL_MIN_ROWS, mid_config, mid_path_on, tall_config,
-                                         tall_path_on, tma_cols_config, tma_cols_on, tma_config,
-                                         tma_path_on)
+                                         tall_path_on, tma_cols_path, tma_config, tma_path_on)
     from vosti_plugin.ops.matmul import select_config as matmul_config
 
     dtype = getattr(torch, f.dtype)
@@ -55,9 +54,9 @@ def kernel_configs_for(f: LaunchFacts) -> dict:
                 if tma_path_on():
                     tma = tma_config(config, dtype)
                     configs[f"matmul/{name}/tma"] = {"N": n, "K": k, **dataclasses.asdict(tma)}
-                    if tma_cols_on() and tma.split_k == 1:
-                        configs[f"matmul/{name}/tma-cols"] = {"N": n, "K": k,
-                                                              **dataclasses.asdict(tma_cols_config(tma, dtype))}
+                    cols = tma_cols_path(n, tma, dtype)
+                    if cols is not None:
+                        configs[f"matmul/{name}/tma-cols"] = {"N": n, "K": k, **dataclasses.asdict(cols)}
     return configs
 
 
