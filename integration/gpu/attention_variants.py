@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import hashlib
 import importlib.util
+import textwrap
 import inspect
 import json
 import os
@@ -214,6 +215,39 @@ def _window_middle_unmasked() -> list[tuple[str, str]]:
     return [(_WINDOW_BOUNDS, bounds), (_WHOLE_LOOP, "            for tile in range(lead_end, whole_end):\n")]
 
 
+_FOLD_START = "        if FUSED:\n            # The fold below is the same expression as in _combine_segments_kernel.\n"
+_FOLD_END = "            run_acc = tl.where(seg_live[:, None], fold_acc, run_acc)\n"
+
+
+def _flat_segments() -> list[tuple[str, str]]:
+    """Fused launches (not FOLD, not PROBE) walk every key tile of the block in one loop, the masked tile code on each
+    tile, and fold a segment's partial at its last tile (then start the next from -inf, 0, 0), so the TMA pipeline
+    runs on across segment boundaries where the shipped kernel starts a loop per segment. The same tiles in the same
+    order, the same partials and the same folds: the same bits (a tile every row sees whole gives the masked code's
+    selects nothing to drop). Split and FOLD launches keep the shipped loop."""
+    source = open(SOURCE).read()
+    begin = source.index(_TILE_LOOP)
+    body = source[begin + len(_TILE_LOOP):source.index(_MASKED_LOOP_END, begin)]
+    fold = source[source.index(_FOLD_START) + len(_FOLD_START):source.index(_FOLD_END) + len(_FOLD_END)]
+    flat = ("    if FUSED and not FOLD and not PROBE:\n"
+            "        flat_end = last_pos // BLOCK_N + 1\n"
+            "        m_i = tl.full([BLOCK_M], float(\"-inf\"), dtype=tl.float32)\n"
+            "        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)\n"
+            "        acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)\n"
+            "        for tile in range(tl.maximum(seg_begin * TILES_PER_SEGMENT, first_key // BLOCK_N), flat_end):\n"
+            + textwrap.indent(textwrap.dedent(body), " " * 12)
+            + "            if ((tile + 1) % TILES_PER_SEGMENT == 0) or (tile + 1 == flat_end):\n"
+            "                seg = tile // TILES_PER_SEGMENT\n"
+            + textwrap.indent(textwrap.dedent(fold), " " * 16)
+            + "                m_i = tl.full([BLOCK_M], float(\"-inf\"), dtype=tl.float32)\n"
+            "                l_i = tl.zeros([BLOCK_M], dtype=tl.float32)\n"
+            "                acc = tl.zeros([BLOCK_M, HEAD_DIM_PAD], dtype=tl.float32)\n"
+            "    else:\n")
+    loop_begin = source.index(_SEGMENT_LOOP)
+    loop = source[loop_begin:source.index(_FOLD_END, loop_begin) + len(_FOLD_END)]
+    return [(loop, flat + textwrap.indent(loop, "    "))]
+
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -299,6 +333,7 @@ VARIANTS: dict[str, tuple] = {
     "prefill tiles, 16 warps, 2 stages": ([], True, {"prefill_fused": True, "num_warps": 16, "num_stages": 2}),
     "prefill tiles, 32 rows": ([], True, {"prefill_fused": True, "block_m": 32}),
     "prefill tiles, window middle tiles unmasked": (_window_middle_unmasked(), True, {"prefill_fused": True}),
+    "prefill tiles, segments in one tile loop": (_flat_segments(), True, {"prefill_fused": True}),
     "upper bound: no combine": ([("    if not fused:\n        pdl = dependent_launch.enabled(out)\n", "    if False:\n        pdl = False\n")],
                                 False),
 }
