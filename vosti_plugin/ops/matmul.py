@@ -561,6 +561,13 @@ def mm_tall_kernel(
              total.to(c_ptr.dtype.element_ty), mask=row_ok[:, None] & col_ok[None, :])
 
 
+# the TMA kernels' operands: a and W (row-major over K) through descriptors, bias and out through pointers
+_TMA_PARAMS = {"a_desc": tensor_descriptor(("M", "K"), ("K", 1), ("BLOCK_M", "BLOCK_K")),
+               "b_desc": tensor_descriptor(("N", "K"), ("K", 1), ("BLOCK_N", "BLOCK_K")),
+               "bias_ptr": tensor(("N",), (1,)),
+               "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))}
+
+
 # Tall TMA launches walk their tiles in groups of GROUP_M row tiles: program (i, n, g) computes row tile
 # g * GROUP_M + i and column tile n, so the programs in flight (row tile fastest) share a column tile of W and a
 # group's rows of a in L2. A launch of up to GROUP_M row tiles (2048 rows) runs the one-group order of a 2D grid;
@@ -578,10 +585,7 @@ TALL_GROUP_ROW_TILES = 16
 # mm_kernel's), then + bias and one cast. Cross-path claim: as mm_tall_kernel's, checked on the GPU by
 # integration/gpu/tall_gemm_check.py and tall_variants.py.
 @contract(
-    params={"a_desc": tensor_descriptor(("M", "K"), ("K", 1), ("BLOCK_M", "BLOCK_K")),
-            "b_desc": tensor_descriptor(("N", "K"), ("K", 1), ("BLOCK_N", "BLOCK_K")),
-            "bias_ptr": tensor(("N",), (1,)),
-            "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
+    params=_TMA_PARAMS,
     grid=("min(GROUP_M, cdiv(M, BLOCK_M))", "cdiv(N, BLOCK_N)", "cdiv(cdiv(M, BLOCK_M), GROUP_M)"),
     verif=[_row_goal("a_desc", "b_desc", same=("N", "K", "K_PER_SPLIT"), witness={
         S: {"pid0": "e0 // BLOCK_M % GROUP_M", "pid1": "e1 // BLOCK_N", "pid2": "e0 // BLOCK_M // GROUP_M"}
@@ -643,10 +647,7 @@ TALL_COL_ROW_TILES = 16
 # tile_n = n (the witness); each tile's K loop runs k0 = 0, BLOCK_K, ... < K in order into one accumulator that
 # starts at 0, none of which sees M; then + bias and one cast.
 @contract(
-    params={"a_desc": tensor_descriptor(("M", "K"), ("K", 1), ("BLOCK_M", "BLOCK_K")),
-            "b_desc": tensor_descriptor(("N", "K"), ("K", 1), ("BLOCK_N", "BLOCK_K")),
-            "bias_ptr": tensor(("N",), (1,)),
-            "c_ptr": tensor(("M", "N"), ("stride_cm", "stride_cn"))},
+    params=_TMA_PARAMS,
     grid=("COL_PROGRAMS", "cdiv(M, BLOCK_M)"),
     verif=[_row_goal("a_desc", "b_desc", same=("N", "K"), witness={
         S: {"pid0": "e1 // BLOCK_N % COL_PROGRAMS", "pid1": "e0 // BLOCK_M", "tile_n": "e1 // BLOCK_N"}
@@ -814,45 +815,33 @@ def launch_matmul_tma(
 
 
 def _launch_tma_cols(a, b, bias, out, config: MatmulConfig) -> None:
-    from triton.tools.tensor_descriptor import TensorDescriptor
-
     grid = (TALL_COL_PROGRAMS, triton.cdiv(a.shape[0], config.block_m))
-    precision = _dot_precision(a.dtype)
-    pdl = dependent_launch.enabled(out)
-    guard.check(mm_tall_tma_cols_kernel, grid, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
-                COL_PROGRAMS=TALL_COL_PROGRAMS, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-                BLOCK_K=config.block_k)
-    mm_tall_tma_cols_kernel[grid](
-        TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
-        TensorDescriptor.from_tensor(b.t(), [config.block_n, config.block_k]),
-        bias if bias is not None else out, out,
-        a.shape[0], b.shape[1], a.shape[1], out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, DOT_PRECISION=precision, COL_PROGRAMS=TALL_COL_PROGRAMS,
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
-        num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
-    )
+    _launch_tma_kernel(mm_tall_tma_cols_kernel, grid, a, b, bias, out, config, (), COL_PROGRAMS=TALL_COL_PROGRAMS)
 
 
 def _launch_tma_groups(a, b, bias, out, config: MatmulConfig) -> None:
+    row_tiles = triton.cdiv(a.shape[0], config.block_m)
+    grid = (min(TALL_GROUP_ROW_TILES, row_tiles), triton.cdiv(b.shape[1], config.block_n),
+            triton.cdiv(row_tiles, TALL_GROUP_ROW_TILES))
+    _launch_tma_kernel(mm_tall_tma_kernel, grid, a, b, bias, out, config, (config.k_per_split(a.shape[1]),),
+                       SPLIT_K=config.split_k, GROUP_M=TALL_GROUP_ROW_TILES)
+
+
+def _launch_tma_kernel(kernel, grid, a, b, bias, out, config: MatmulConfig, k_args: tuple, **walk) -> None:
+    """One checked launch of a TMA kernel: a and W = b^T through descriptors of the config's tiles; `k_args` follow
+    (M, N, K) and `walk` holds the kernel's own constexprs."""
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    M, K = a.shape
-    N = b.shape[1]
-    row_tiles = triton.cdiv(M, config.block_m)
-    tiles = (min(TALL_GROUP_ROW_TILES, row_tiles), triton.cdiv(N, config.block_n),
-             triton.cdiv(row_tiles, TALL_GROUP_ROW_TILES))
     precision = _dot_precision(a.dtype)
     pdl = dependent_launch.enabled(out)
-    guard.check(mm_tall_tma_kernel, tiles, HAS_BIAS=bias is not None, DOT_PRECISION=precision,
-                SPLIT_K=config.split_k, GROUP_M=TALL_GROUP_ROW_TILES, BLOCK_M=config.block_m,
-                BLOCK_N=config.block_n, BLOCK_K=config.block_k)
-    mm_tall_tma_kernel[tiles](
+    tiles = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k)
+    guard.check(kernel, grid, HAS_BIAS=bias is not None, DOT_PRECISION=precision, **walk, **tiles)
+    kernel[grid](
         TensorDescriptor.from_tensor(a, [config.block_m, config.block_k]),
         TensorDescriptor.from_tensor(b.t(), [config.block_n, config.block_k]),
         bias if bias is not None else out, out,
-        M, N, K, config.k_per_split(K), out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, DOT_PRECISION=precision, SPLIT_K=config.split_k, GROUP_M=TALL_GROUP_ROW_TILES,
-        BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k, PDL=pdl,
+        a.shape[0], b.shape[1], a.shape[1], *k_args, out.stride(0), out.stride(1),
+        HAS_BIAS=bias is not None, DOT_PRECISION=precision, **walk, **tiles, PDL=pdl,
         num_warps=config.num_warps, num_stages=config.num_stages, launch_pdl=pdl,
     )
 
