@@ -302,8 +302,8 @@ def tma_cols_on() -> bool:
 def tma_cols_path(N: int, config: MatmulConfig, dtype: torch.dtype) -> MatmulConfig | None:
     """The column walk's config for whole chunks of a tall TMA launch of the TMA config `config` over N columns,
     or None where they run one program a tile: split tiles, VOSTI_TMA_COLS_GEMM=0, and N whose column tiles do not
-    share out evenly (under 90 % of the programs' last round busy: on the H100 Gemma-3-4B's o_proj, 10 tiles over
-    8 programs, took 1.04x at 2048 rows and 1.35x at 16384 the time of one program a tile)."""
+    share out evenly (under 90 % of the programs' slots over their rounds busy: on the H100 Gemma-3-4B's o_proj,
+    10 tiles over 8 programs, took 1.04x at 2048 rows and 1.35x at 16384 the time of one program a tile)."""
     if config.split_k > 1 or not tma_cols_on():
         return None
     wide = tma_cols_config(config, dtype)
