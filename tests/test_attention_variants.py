@@ -62,3 +62,34 @@ def test_decode_cases_take_the_batches_asked_for(tmp_path):
         assert len(requests) == int(name.split()[1][1:]), name
     assert any(name.startswith("prefill") for name, *_ in av.cases(False, "cpu", torch.float16, "llama31-8b",
                                                                     decode_batches=(1,)))
+
+
+@pytest.mark.slow
+def test_segments_in_one_tile_loop_fold_as_the_segment_loops_do(tmp_path, monkeypatch):
+    """The fused prefill walking every key tile in one loop, folding at each segment's last tile, gives the bits of
+    one loop a segment, with segments of 64 and 32 keys (a 256-key context: four and eight segments a row, window
+    and global); with the segment loops' fold dropped (one partial for all segments) the bits differ."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("attention_variants", ROOT / "integration/gpu/attention_variants.py")
+    av = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(av)
+    flat = av._flat_segments()
+    no_fold = [(flat[0][0], flat[0][1].replace("if ((tile + 1) % TILES_PER_SEGMENT == 0) or (tile + 1 == flat_end):",
+                                               "if tile + 1 == flat_end:"))]
+    assert no_fold != flat
+    for segment in (64, 32):
+        fields = {"prefill_fused": True, "segment": segment}
+        av.VARIANTS.update({f"loops {segment}": ([], False, fields), f"flat {segment}": (flat, False, fields),
+                            f"flat, no fold {segment}": (no_fold, False, fields)})
+    names = [n for n in av.VARIANTS if n.startswith(("loops ", "flat"))]
+    out = tmp_path / "av.json"
+    monkeypatch.setattr(sys, "argv", ["attention_variants.py", "--cpu-smoke", "--prefill-only", "--out", str(out),
+                                      "--variants", ";".join(names)])
+    assert av.main() == 0
+    cases = json.loads(out.read_text())["cases"]
+    assert any("window" in c for c in cases) and any("fused path" in c for c in cases)
+    for case, row in cases.items():
+        for segment in (64, 32):
+            assert row[f"flat {segment}"]["out_sha"] == row[f"loops {segment}"]["out_sha"], (case, segment)
+            assert row[f"flat, no fold {segment}"]["out_sha"] != row[f"loops {segment}"]["out_sha"], (case, segment)
