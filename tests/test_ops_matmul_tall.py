@@ -231,13 +231,20 @@ def test_tma_launch_walks_row_tiles_in_groups_and_keeps_every_row(monkeypatch, s
     assert torch.equal(_bits(got), _bits(_current(a, w, bias, config)))
 
 
+def _spy_on_tma_kernels(monkeypatch, column_walk: str | None = None) -> tuple[list, list]:
+    """The grids the column-walking and the grouped TMA kernels launch, with VOSTI_TMA_COLS_GEMM unset or set."""
+    if column_walk is None:
+        monkeypatch.delenv("VOSTI_TMA_COLS_GEMM", raising=False)
+    else:
+        monkeypatch.setenv("VOSTI_TMA_COLS_GEMM", column_walk)
+    return _spy_on_kernel(monkeypatch, "mm_tall_tma_cols_kernel"), _spy_on_kernel(monkeypatch, "mm_tall_tma_kernel")
+
+
 def test_tma_launch_walks_columns_in_whole_chunks_and_keeps_every_row(monkeypatch):
     """Two whole chunks of TALL_COL_ROW_TILES row tiles go to the column-walking kernel (each program walks column
     tiles q, q + TALL_COL_PROGRAMS, ...: 16 column tiles over 8 programs), the five rows past them to the grouped
     kernel; every row equals the decode path's."""
-    monkeypatch.delenv("VOSTI_TMA_COLS_GEMM", raising=False)
-    cols, groups = _spy_on_kernel(monkeypatch, "mm_tall_tma_cols_kernel"), _spy_on_kernel(monkeypatch,
-                                                                                         "mm_tall_tma_kernel")
+    cols, groups = _spy_on_tma_kernels(monkeypatch)
     config = matmul.MatmulConfig(block_m=4, block_n=8, block_k=32, split_k=1, num_stages=1)
     chunk = matmul.TALL_COL_ROW_TILES * config.block_m
     M, N, K = 2 * chunk + 5, 16 * config.block_n - 3, 200
@@ -263,9 +270,7 @@ def test_the_column_walk_takes_only_column_tiles_that_share_out_evenly(monkeypat
 
 
 def test_split_tma_launches_run_one_program_a_tile_in_whole_chunks_too(monkeypatch):
-    monkeypatch.delenv("VOSTI_TMA_COLS_GEMM", raising=False)
-    cols, groups = _spy_on_kernel(monkeypatch, "mm_tall_tma_cols_kernel"), _spy_on_kernel(monkeypatch,
-                                                                                         "mm_tall_tma_kernel")
+    cols, groups = _spy_on_tma_kernels(monkeypatch)
     config = matmul.MatmulConfig(block_m=4, block_n=8, block_k=32, split_k=3, num_stages=1)
     M = matmul.TALL_COL_ROW_TILES * config.block_m
     a, w, _ = _operands(13, M, 20, 200, with_bias=False)
@@ -277,9 +282,7 @@ def test_split_tma_launches_run_one_program_a_tile_in_whole_chunks_too(monkeypat
 
 
 def test_tma_launch_without_the_column_walk_runs_one_program_a_tile(monkeypatch):
-    monkeypatch.setenv("VOSTI_TMA_COLS_GEMM", "0")
-    cols, groups = _spy_on_kernel(monkeypatch, "mm_tall_tma_cols_kernel"), _spy_on_kernel(monkeypatch,
-                                                                                         "mm_tall_tma_kernel")
+    cols, groups = _spy_on_tma_kernels(monkeypatch, column_walk="0")
     config = matmul.MatmulConfig(block_m=4, block_n=8, block_k=32, split_k=1, num_stages=1)
     M = matmul.TALL_COL_ROW_TILES * config.block_m
     a, w, _ = _operands(12, M, 20, 64, with_bias=False)

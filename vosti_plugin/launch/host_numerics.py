@@ -179,8 +179,9 @@ def _matmul_probes(f: LaunchFacts, dtype, device) -> list[ProbeResult]:
             tall = partial(op, launch=matmul.launch_tall)
             probes.append(_rows_probe(f"matmul/{layer}{_TALL_PROBE} (K={k})", tall, k, _TALL_PROBE_ROWS, dtype,
                                       device, seed=200 + i, alone_op=op))
-            cols = matmul.tma_cols_path(n, matmul.tma_config(config, dtype), dtype)
-            if device == "cuda" and matmul.tma_path_on() and cols is not None:
+            cols = matmul.tma_cols_path(n, matmul.tma_config(config, dtype), dtype) \
+                if device == "cuda" and matmul.tma_path_on() else None
+            if cols is not None:
                 # a whole chunk of the column-walking TMA kernel and three rows past it, over one column tile a
                 # program (N narrowed to TALL_COL_PROGRAMS of its tiles, its residue kept)
                 n_cols = (matmul.TALL_COL_PROGRAMS - 1) * cols.block_n + (n % cols.block_n or cols.block_n)
