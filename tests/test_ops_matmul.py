@@ -140,6 +140,21 @@ def test_the_gpu_rule_reaches_only_configs_the_verifier_is_given(dtype, rows, mo
     assert not missing, f"rule configs outside rule_configs(): {missing}"
 
 
+def test_wide_shapes_with_enough_column_tiles_do_not_split(monkeypatch):
+    """From 176 column tiles the 16-row rule leaves K unsplit (a split's K order also holds every prefill row
+    of the shape on the tall path's two-accumulator tiles); below it, splits fill the programs as before."""
+    monkeypatch.delenv("VOSTI_DECODE_GEMM_ROWS", raising=False)
+    llama_qkv = matmul.select_config(6144, 4096, torch.bfloat16)
+    assert (llama_qkv.block_n, llama_qkv.split_k) == (32, 1)
+    assert matmul.rule_config(5632, 4096, torch.bfloat16).split_k == 1      # 176 tiles
+    assert matmul.rule_config(5600, 4096, torch.bfloat16).split_k == 2      # 175 tiles
+    assert matmul.rule_config(5120, 5120, torch.bfloat16).split_k == 2      # 160 tiles: Qwen-14B o
+    assert matmul.rule_config(4096, 14336, torch.bfloat16).split_k == 2     # Llama down
+    assert matmul.rule_config(6144, 4096, torch.bfloat16, rows=64).split_k == 2   # the 64-row rule as it was
+    _, launch = matmul.launch_path(2048, llama_qkv, torch.bfloat16)
+    assert matmul.tma_cols_path(6144, launch, torch.bfloat16) is not None   # its prefill chunks walk columns
+
+
 def test_small_weights_take_one_launch_with_enough_column_tiles():
     """A small weight's GEMM is latency-bound: one launch (no split-K combine) unless K is at least twice N,
     with the widest column tile that still gives 72 programs."""

@@ -58,7 +58,7 @@ def _launched(M: int, config):
     return matmul.launch_path(M, config, torch.bfloat16)[1]
 
 
-# (N, K) of Llama-3.1-8B's qkv and down projections and Qwen3-0.6B's o_proj: split and unsplit decode configs
+# (N, K) of Llama-3.1-8B's qkv (unsplit) and down (split 2) projections and Qwen3-0.6B's o_proj (split 4)
 _SHAPES = ((6144, 4096), (4096, 14336), (1024, 2048))
 
 

@@ -93,19 +93,28 @@ class MatmulConfig:
 # VOSTI_DECODE_GEMM_ROWS=64 restores the 64-row (wgmma) rule of sessions 9-23: 64 x 64 x 128 tiles, 3 stages (128
 # columns x 64 deep, 4 stages, above N = 8192), about 160 programs. Its rows are the tall path's too; it is the
 # fallback should 16-row tiles cost a deployment more than they save (launches of 17-63 rows take more row tiles).
+#
+# A split also sets the K order of every prefill row of the shape, and the tall path holds two accumulators a
+# tile for it (128 x 128 tiles, no column walk): integration/gpu/split_choice.py on the H100 (results/h100-s43,
+# the 22 served shapes that split) timed the tall path of the shipped split at 0.96-1.24x the unsplit config's
+# time at 16384 rows. Unsplit, only N = 6144 (192 column tiles: Llama-3.1-8B, Mistral-7B and Qwen3-8B qkv) also
+# decoded faster (0.94-0.98x at M = 1-16, and 0.83x / 0.84x the tall time at 2048 / 16384 rows); every shape of
+# 160 column tiles or fewer decoded 1.03-1.66x slower unsplit at M = 1. So from unsplit_min_tiles column
+# tiles K is not split.
 @dataclasses.dataclass(frozen=True)
 class _WideRule:
-    narrow: dict          # tile base up to narrow_max_n output columns
-    wide: dict            # tile base above it
+    narrow: dict            # tile base up to narrow_max_n output columns
+    wide: dict              # tile base above it
     narrow_max_n: int
-    target_programs: int  # splits are added until column tiles x splits reach this
+    target_programs: int    # splits are added until column tiles x splits reach this
+    unsplit_min_tiles: int  # ... unless the column tiles alone are at least this many
 
 
 _WIDE_RULES = {
     16: _WideRule(dict(block_m=16, block_n=32, block_k=128, num_warps=4, num_stages=4),
-                  dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4), 16383, 200),
+                  dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=4), 16383, 200, 176),
     64: _WideRule(dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3),
-                  dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4), 8192, 160),
+                  dict(block_m=64, block_n=128, block_k=64, num_warps=4, num_stages=4), 8192, 160, 160),
 }
 # CPU (Triton interpreter, fp32): few, large programs are what make the interpreter fast.
 _F32_CPU = dict(block_m=32, block_n=128, block_k=64, num_warps=4, num_stages=1)
@@ -165,6 +174,8 @@ def rule_config(N: int, K: int, dtype: torch.dtype, rows: int | None = None) -> 
         return _small_config(N, K)
     rule = _WIDE_RULES[rows or decode_gemm_rows()]
     base = rule.narrow if N <= rule.narrow_max_n else rule.wide
+    if triton.cdiv(N, base["block_n"]) >= rule.unsplit_min_tiles:
+        return MatmulConfig(split_k=1, **base)
     return MatmulConfig(split_k=_split_for(N, K, base["block_n"], base["block_k"], rule.target_programs), **base)
 
 
