@@ -15,7 +15,7 @@ Off by default; VOSTI_DEPENDENT_LAUNCH=1 turns it on. H100, session 32: a decode
 graph of vosti's kernels alone (`integration/gpu/pdl_chain.py`) took 3-4 % less time with it on Llama-3.1-8B and
 9-12 % less on Qwen3-0.6B, every bit equal, and the four classes stayed bitwise with it on; but through vLLM, where
 vLLM's and inductor's kernels sit between vosti's, Llama-3.1-8B decoded at the same speed (0.99-1.02x) and
-Qwen3-0.6B 5-14 % slower (`integration/results/h100-s32/`).
+Qwen3-0.6B 5-14 % slower (`git show 0b2d39a:integration/results/h100-s32/README.md`).
 """
 from __future__ import annotations
 
