@@ -10,7 +10,7 @@
 # harness-new (four new geometries, gpu-quick scale; HARNESS_MODELS picks others), bench-decode-gemma, bench-step-budget (#20: engine steps of 8192/16384 tokens), harness-base (Llama + Gemma, gpu-quick; HARNESS_MODES, e.g. vosti,vosti-fused-prefill,default), smoke-bench,
 # harness-32k (harness-base at a 32K max_model_len), compiles-once (no vLLM: tests/test_compiles_once.py), attention-stride (split programs a
 # SPLIT_SEGMENT_STRIDE apart: decode attention time and bits, no vLLM), harness-tall-quick (tall GEMM path, gpu-quick), bench-tall (vosti-tall vosti default bi at 1K/8K, batch 4),
-# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), gemm-block-m (#18, no vLLM; GEMM_M: activation rows), gemm-paths (#20, no vLLM: decode vs mid vs tall tiles at 32-511 rows), profile-gap, profile-prefill, profile-worst, tall-variants, prefill-seq, bench-tma,
+# launch-guard (#19), sampler-cost and serve-sampling (#17), gemm-floor (#18), gemm-block-m (#18, no vLLM; GEMM_M: activation rows), gemm-paths (#20, no vLLM: decode vs mid vs tall tiles at 32-511 rows), profile-gap, profile-prefill, profile-worst, tall-variants, split-choice, prefill-seq, bench-tma,
 # attention-variants (PREV_ATTENTION: an earlier paged_attention.py to time beside it; ATTN_VARIANTS: which),
 # attention-variants-gemma (the same on Gemma-3-4B's window and global layers), attention-decode-batch (decode
 # attention at batch 16/64 in 16-row tiles and with row sums by dot, no vLLM), attention-tile-height (decode in
@@ -176,6 +176,10 @@ for step in $STEPS; do
     gemm-block-m)   # decode GEMMs in 16-row activation tiles (mma.sync, a third CTA per SM) beside 64-row ones: bits vs the tall path, time (#18)
       timeout 330 python3 integration/gpu/decode_gemm_sweep.py --out "$R/gemm-block-m" --block-m 16,64 --m ${GEMM_M:-1,4,16} \
         --budget-s ${GEMM_BUDGET_S:-200} > "$R/gemm-block-m.log" 2>&1; log "gemm-block-m rc=$? $(tail -1 "$R/gemm-block-m.log")" ;;
+    split-choice)   # each split decode GEMM's split count timed in decode and on the tall path, bits checked (#20, no vLLM);
+      # SPLIT_SHAPES: N:K,... (default every served shape that splits), SPLIT_CONFIGS: splits or block_n:split
+      timeout 400 python3 integration/gpu/split_choice.py --out "$R/split-choice" --shapes "${SPLIT_SHAPES:-split}" \
+        --configs "${SPLIT_CONFIGS:-1,2,4,8}" > "$R/split-choice.log" 2>&1; log "split-choice rc=$?" ;;
     tall-variants)   # prefill GEMM kernel variants against the decode path's bits and cuBLAS (#20); TALL_M: rows,
       # TALL_VARIANTS: which (comma-separated names; default all)
       timeout 300 python3 integration/gpu/tall_variants.py --out "$R/tall-variants/summary.json" --budget-s 240 \
