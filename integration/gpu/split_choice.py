@@ -30,7 +30,8 @@ import torch  # noqa: E402
 
 from integration.gpu import dense_bench  # noqa: E402
 
-DEFAULT_SHAPES = "6144:4096,4096:4096,4096:14336,2560:10240,4096:12288"   # Llama qkv/o/down, Gemma-3-4B down, Qwen3-8B down
+# Llama-3.1-8B qkv, o and down, Gemma-3-4B down, Qwen3-8B down
+DEFAULT_SHAPES = "6144:4096,4096:4096,4096:14336,2560:10240,4096:12288"
 L2_ROTATION_BYTES = 160e6
 
 
@@ -58,7 +59,8 @@ def measure(N: int, K: int, candidates: list[tuple[int | None, int]], decode_ms:
     big = torch.randn(max(tall_ms), K, device="cuda").bfloat16()
     big_out = torch.empty(max(tall_ms), N, device="cuda", dtype=torch.bfloat16)
     timed = dense_bench._graph_time_us
-    cublas = {"decode": {M: timed(lambda i, M=M: torch.matmul(xs[M], ws[i], out=outs[M]), n, reps=2) for M in decode_ms},
+    cublas = {"decode": {M: timed(lambda i, M=M: torch.matmul(xs[M], ws[i], out=outs[M]), n, reps=2)
+                         for M in decode_ms},
               "tall": {M: _tall_us(lambda M=M: torch.matmul(big[:M], ws[0], out=big_out[:M])) for M in tall_ms}}
     rows = []
     for block_n, split in candidates:
