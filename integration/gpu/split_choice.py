@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -29,14 +28,13 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from integration.gpu import dense_bench  # noqa: E402
+from integration.gpu.decode_gemm_sweep import _bench_operands, shapes  # noqa: E402
 
 # Llama-3.1-8B qkv, o and down, Gemma-3-4B down, Qwen3-8B down
 DEFAULT_SHAPES = "6144:4096,4096:4096,4096:14336,2560:10240,4096:12288"
-L2_ROTATION_BYTES = 160e6
 
 
 def split_shapes() -> list[tuple[int, int]]:
-    from integration.gpu.decode_gemm_sweep import shapes
     from vosti_plugin.ops import matmul
 
     return [(N, K) for N, K in shapes() if matmul.select_config(N, K, torch.bfloat16).split_k > 1]
@@ -52,10 +50,7 @@ def measure(N: int, K: int, candidates: list[tuple[int | None, int]], decode_ms:
     from vosti_plugin.ops import matmul
 
     shipped = matmul.select_config(N, K, torch.bfloat16)
-    n = max(1, math.ceil(L2_ROTATION_BYTES / (N * K * 2)))
-    ws = [(torch.randn(N, K, device="cuda") / math.sqrt(K)).bfloat16().t() for _ in range(n)]
-    xs = {M: torch.randn(M, K, device="cuda").bfloat16() for M in decode_ms}
-    outs = {M: torch.empty(M, N, device="cuda", dtype=torch.bfloat16) for M in decode_ms}
+    n, ws, xs, outs = _bench_operands(N, K, decode_ms)
     big = torch.randn(max(tall_ms), K, device="cuda").bfloat16()
     big_out = torch.empty(max(tall_ms), N, device="cuda", dtype=torch.bfloat16)
     timed = dense_bench._graph_time_us
