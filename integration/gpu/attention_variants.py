@@ -334,6 +334,8 @@ VARIANTS: dict[str, tuple] = {
     "prefill tiles, 32 rows": ([], True, {"prefill_fused": True, "block_m": 32}),
     "prefill tiles, window middle tiles unmasked": (_window_middle_unmasked(), True, {"prefill_fused": True}),
     "prefill tiles, segments in one tile loop": (_flat_segments(), True, {"prefill_fused": True}),
+    # a geometry on tl.sum's row sums (Llama) with dot row sums, which its 16-row decode tiles need: the prefill's cost
+    "prefill tiles, row sums by dot (other bits)": ([], False, {"prefill_fused": True, **_DOT}),
     "upper bound: no combine": ([("    if not fused:\n        pdl = dependent_launch.enabled(out)\n", "    if False:\n        pdl = False\n")],
                                 False),
 }
