@@ -248,6 +248,18 @@ def _flat_segments() -> list[tuple[str, str]]:
     return [(loop, flat + textwrap.indent(loop, "    "))]
 
 
+# the dot row sums' column of ones made once per program, where the shipped step makes it in every tile
+_ONES_HOISTED = [
+    ("                         ROW_SUMS_BY_DOT: tl.constexpr):\n", "                         ROW_SUMS_BY_DOT: tl.constexpr, ones):\n"),
+    ("        ones = tl.full([BLOCK_N, 16], 1.0, tl.float32).to(v.dtype)\n", ""),
+    ("    run_m = tl.full([BLOCK_M], float(\"-inf\"), dtype=tl.float32)\n",
+     "    ones = tl.full([BLOCK_N, 16], 1.0, tl.float32).to(k_ptr.dtype.element_ty)\n"
+     "    run_m = tl.full([BLOCK_M], float(\"-inf\"), dtype=tl.float32)\n"),
+    ("acc, DOT_PRECISION, BLOCK_N, ROW_SUMS_BY_DOT)\n", "acc, DOT_PRECISION, BLOCK_N, ROW_SUMS_BY_DOT, ones)\n"),
+    ("                                                             ROW_SUMS_BY_DOT)\n",
+     "                                                             ROW_SUMS_BY_DOT, ones)\n"),
+]
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -336,6 +348,8 @@ VARIANTS: dict[str, tuple] = {
     "prefill tiles, segments in one tile loop": (_flat_segments(), True, {"prefill_fused": True}),
     # a geometry on tl.sum's row sums (Llama) with dot row sums, which its 16-row decode tiles need: the prefill's cost
     "prefill tiles, row sums by dot (other bits)": ([], False, {"prefill_fused": True, **_DOT}),
+    "prefill tiles, row sums by dot, ones made once (other bits)": (_ONES_HOISTED, False, {"prefill_fused": True, **_DOT}),
+    "row sums by dot, tiles of 16 rows, ones made once (other bits)": (_ONES_HOISTED, False, {**_DOT, "block_m": 16}),
     "upper bound: no combine": ([("    if not fused:\n        pdl = dependent_launch.enabled(out)\n", "    if False:\n        pdl = False\n")],
                                 False),
 }

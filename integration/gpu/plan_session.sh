@@ -122,7 +122,7 @@ for step in $STEPS; do
       log "harness-decode16 rc=$?" ;;
     harness-dot16)   # the four classes with row sums by dot and 16-row decode tiles on the config's warps (#20)
       timeout 900 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-dot16,default --per-gpu 4 \
-        --models llama31-8b,gemma3-4b --worker-timeout 840 --out "$R/harness-dot16" > "$R/harness-dot16.log" 2>&1
+        --models ${DOT16_MODELS:-llama31-8b,gemma3-4b} --worker-timeout 840 --out "$R/harness-dot16" > "$R/harness-dot16.log" 2>&1
       log "harness-dot16 rc=$?" ;;
     harness-decode-modes)   # both decode-tile modes under the four classes in one run, stock default as the one control (#20)
       timeout 1200 python3 -m vosti_plugin.integration.harness --scale gpu-quick --modes vosti-dot16,vosti-decode16,default \
