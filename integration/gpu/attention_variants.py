@@ -260,6 +260,22 @@ _ONES_HOISTED = [
      "                                                             ROW_SUMS_BY_DOT, ones)\n"),
 ]
 
+# the dot row sums accumulated by the MMA itself, as acc is: l is 16 equal columns until the segment's end (one max
+# there), where the shipped step reduces the dot's columns and adds in every tile
+_L_IN_MMA = [
+    ("        l_new = l_i * alpha + tl.max(tl.dot(p.to(v.dtype), ones, input_precision=DOT_PRECISION), axis=1)\n",
+     "        l_new = tl.dot(p.to(v.dtype), ones, l_i * alpha[:, None], input_precision=DOT_PRECISION)\n"),
+    ("            l_i = tl.zeros([BLOCK_M], dtype=tl.float32)\n",
+     "            l_i = tl.zeros([BLOCK_M], dtype=tl.float32)\n"
+     "            if ROW_SUMS_BY_DOT:\n                l_i = tl.zeros([BLOCK_M, 16], dtype=tl.float32)\n"),
+    ("                l_i = tl.where(tile_live, l_new, l_i)\n",
+     "                if ROW_SUMS_BY_DOT:\n                    l_i = tl.where(tile_live[:, None], l_new, l_i)\n"
+     "                else:\n                    l_i = tl.where(tile_live, l_new, l_i)\n"),
+    ("                acc = tl.where(tile_live[:, None], acc_new, acc)\n",
+     "                acc = tl.where(tile_live[:, None], acc_new, acc)\n"
+     "            if ROW_SUMS_BY_DOT:\n                l_i = tl.max(l_i, axis=1)\n"),
+]
+
 # name: (edits [(old, new)], keeps the bits[, launch-config fields to override])
 VARIANTS: dict[str, tuple] = {
     "shipped": ([], True),
@@ -350,6 +366,9 @@ VARIANTS: dict[str, tuple] = {
     "prefill tiles, row sums by dot (other bits)": ([], False, {"prefill_fused": True, **_DOT}),
     "prefill tiles, row sums by dot, ones made once (other bits)": (_ONES_HOISTED, False, {"prefill_fused": True, **_DOT}),
     "row sums by dot, tiles of 16 rows, ones made once (other bits)": (_ONES_HOISTED, False, {**_DOT, "block_m": 16}),
+    "prefill tiles, row sums in the MMA (other bits)": (_L_IN_MMA, False, {"prefill_fused": True, **_DOT}),
+    "row sums in the MMA, tiles of 16 rows (other bits)": (_L_IN_MMA, False, {**_DOT, "block_m": 16}),
+    "row sums in the MMA (other bits)": (_L_IN_MMA, False, _DOT),
     "upper bound: no combine": ([("    if not fused:\n        pdl = dependent_launch.enabled(out)\n", "    if False:\n        pdl = False\n")],
                                 False),
 }
