@@ -4,7 +4,7 @@ still proved by Z3, and symbolic constexprs range over the catalog's value combi
 import z3
 from hypothesis import given, settings, strategies as st
 
-from vosti_plugin.verifier.smt import Prover, matched_instances
+from vosti_plugin.verifier.smt import Prover, int_subterms, matched_instances
 
 X, Y, Z = z3.Ints("x y z")
 _ATOMS = [X < Y, Y < Z, X + Y == Z, X == 2 * Z, Z >= 3, X - Z <= 1, Y % 3 == 1, X >= 0]
@@ -98,3 +98,20 @@ def test_what_the_shared_solver_leaves_unknown_goes_to_a_fresh_fast_one_first(mo
     p = Prover([z3.ForAll([i], f(i) >= 0)], domain=[{"Q": 4}])   # quantified: the light solver cannot refute
     assert p.valid(f(X) / q * q <= f(X)) and not p.valid(f(X) / q * q == f(X))
     assert p.fallback is None   # decided without the default-arithmetic solver
+
+
+def _tree_size(e: z3.ExprRef) -> int:
+    """A term's node count as a tree, by plain recursion (exponential on shared DAGs: small terms only)."""
+    return 1 + sum(_tree_size(c) for c in e.children()) if z3.is_app(e) else 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=12))
+def test_witness_candidates_come_smallest_tree_first(steps):
+    # terms that share subterms (a DAG), as the kernels' index expressions do
+    terms = [X, Y, Z]
+    for op, a, b in steps:
+        u, v = terms[a % len(terms)], terms[b % len(terms)]
+        terms.append([u + v, u * v, u - v, z3.If(u > v, u, v)][op])
+    found = int_subterms(terms[-3:])
+    assert [_tree_size(t) for t in found] == sorted(_tree_size(t) for t in found)

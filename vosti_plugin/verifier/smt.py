@@ -313,14 +313,19 @@ def free_consts(e: z3.ExprRef) -> frozenset[str]:
     return _postorder(e, _fc_cache, leaf, combine)
 
 
-def _size(e: z3.ExprRef) -> int:
-    return 1 + sum(_size(c) for c in e.children()) if z3.is_app(e) else 1
+def _tree_sizes(es: list[z3.ExprRef]) -> list[int]:
+    """Each term's node count as a tree (a shared subterm counted at each use), each DAG node visited once."""
+    cache: dict = {}
+    return [_postorder(e, cache, lambda x: 1, lambda x, kids: 1 if z3.is_quantifier(x) else 1 + sum(kids))
+            for e in es]
 
 
 def int_subterms(es: Iterable[z3.ExprRef], limit: int = 60) -> list[z3.ArithRef]:
     """Integer-sorted subterms of es, deduplicated, smallest first (program ids, loop counters and lanes
     before compound terms); candidate witnesses for existentials."""
-    return sorted(_int_subterms(es, limit), key=_size)
+    terms = _int_subterms(es, limit)
+    sizes = _tree_sizes(terms)
+    return [t for _, t in sorted(zip(sizes, terms), key=lambda st: st[0])]
 
 
 def _int_subterms(es: Iterable[z3.ExprRef], limit: int = 60) -> list[z3.ArithRef]:
