@@ -29,7 +29,7 @@
 # pdl-chain (no vLLM), pdl-gpu-test, bench-pdl (programmatic dependent launch: a decode step's layers, the GPU test,
 # end to end against vosti without it and stock default; #18, #20),
 # grid-summary (#20; the whole grid: STEPS="bench-llama bench-gemma agentic startup grid-summary"; GRID_CONTEXTS
-# overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease).
+# overrides the grid's contexts, e.g. 0,1024,8192,16384 to fit one lease; GRID_MODES its modes, e.g. "vosti default").
 # V, the vosti mode benchmarked, is vosti-tall when the tall check found every row bit-equal, else vosti.
 STEPS=${STEPS:-tall bench-llama agentic bench-gemma profile tall-sweep}
 R=${RES:-/root/res}; mkdir -p "$R/tall"
@@ -53,13 +53,13 @@ for step in $STEPS; do
         --per-gpu 2 --worker-timeout 840 --out "$R/harness-tall" > "$R/harness-tall.log" 2>&1
       log "harness-tall rc=$?" ;;
     bench-llama)
-      grid bench-llama llama31-8b "$V default bi"
+      grid bench-llama llama31-8b "${GRID_MODES:-$V default bi}"
       if [ $V = vosti-tall ]; then grid bench-llama llama31-8b vosti 4; fi
-      log "bench-llama done ($V default bi)" ;;
+      log "bench-llama done (${GRID_MODES:-$V default bi})" ;;
     agentic)
       env OUT="$R/agentic" BENCH_MODES="$V bi default" MODE_TIMEOUT=260 bash integration/gpu/session.sh agentic \
         > "$R/agentic.log" 2>&1; log "agentic done" ;;
-    bench-gemma) grid bench-gemma gemma3-4b "$V default bi"; log "bench-gemma done" ;;
+    bench-gemma) grid bench-gemma gemma3-4b "${GRID_MODES:-$V default bi}"; log "bench-gemma done" ;;
     profile)   # PROFILE_MODELS, PROFILE_MODES, PROFILE_CONTEXT, PROFILE_BATCH pick the cell (e.g. Gemma-3-4B b64 @ 1K)
       for m in ${PROFILE_MODELS:-llama31-8b gemma3-4b}; do
         env OUT="$R/profile" MODEL=$m PROFILE_MODES="${PROFILE_MODES:-$V}" PROFILE_CONTEXT=${PROFILE_CONTEXT:-16384} \
