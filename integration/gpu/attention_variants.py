@@ -364,7 +364,8 @@ VARIANTS: dict[str, tuple] = {
     "prefill tiles, segments in one tile loop": (_flat_segments(), True, {"prefill_fused": True}),
     # a geometry on tl.sum's row sums (Llama) with dot row sums, which its 16-row decode tiles need: the prefill's cost
     "prefill tiles, row sums by dot (other bits)": ([], False, {"prefill_fused": True, **_DOT}),
-    "prefill tiles, 128 rows, 8 warps, row sums by dot (other bits)": ([], False, {"prefill_fused": True, **_M128, **_DOT}),
+    "prefill tiles, 128 rows, 8 warps, row sums by dot (other bits)": (
+        [], False, {"prefill_fused": True, **_M128, **_DOT}),
     "prefill tiles, 128 rows, 8 warps, 2 stages, row sums by dot (other bits)": (
         [], False, {"prefill_fused": True, **_M128, **_DOT, "num_stages": 2}),
     "prefill tiles, row sums by dot, ones made once (other bits)": (_ONES_HOISTED, False, {"prefill_fused": True, **_DOT}),
